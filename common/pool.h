@@ -1,0 +1,28 @@
+/* A fixed thread pool with one operation: a blocking parallel-for over [0, n) in chunks.
+ * The CPU backends of the codecs run their per-block functions through it. */
+#ifndef KILN_POOL_H
+#define KILN_POOL_H
+
+#include <stddef.h>
+
+#include "error.h"
+
+typedef struct kiln_pool kiln_pool;
+
+/* fn handles items [begin, end). It must not call kiln_pool_for on the same pool. */
+typedef void (*kiln_pool_fn)(void *ctx, size_t begin, size_t end);
+
+/* threads == 0 means one per online CPU. The calling thread also works during a for. */
+kiln_status kiln_pool_create(unsigned threads, kiln_pool **out);
+void kiln_pool_destroy(kiln_pool *pool);
+unsigned kiln_pool_threads(const kiln_pool *pool);
+
+/* Runs fn over [0, n) in chunks of `grain` items (0 picks one) and returns when all ran.
+ * A NULL pool runs everything on the calling thread. Calls from several threads are
+ * serialised. */
+void kiln_pool_for(kiln_pool *pool, size_t n, size_t grain, kiln_pool_fn fn, void *ctx);
+
+/* Online CPUs, at least 1. */
+unsigned kiln_cpu_count(void);
+
+#endif

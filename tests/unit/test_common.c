@@ -1,0 +1,168 @@
+/* Unit tests of the common layer: errors, buffers, sizes, pool, images, devices. */
+#include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/image.h"
+#include "common/log.h"
+#include "common/pool.h"
+#include "common/texture.h"
+#include "kernels/codec.h"
+#include "kernels/gpu.h"
+
+Test(error, every_status_has_a_message)
+{
+	for (int s = 0; s < KILN_ERR_COUNT_; s++)
+		cr_expect_str_neq(kiln_strerror((kiln_status)s), "unknown error", "status %d", s);
+	cr_expect_str_eq(kiln_strerror((kiln_status)9999), "unknown error");
+}
+
+Test(alloc, overflow_is_detected)
+{
+	size_t out;
+	cr_expect(kiln_size_mul(1u << 20, 1u << 20, &out));
+	cr_expect_eq(out, (size_t)1 << 40);
+	cr_expect_not(kiln_size_mul(SIZE_MAX / 2 + 1, 2, &out));
+	cr_expect_not(kiln_size_add(SIZE_MAX, 1, &out));
+	cr_expect_not(kiln_size_mul3(1u << 31, 1u << 31, 1u << 31, &out));
+	cr_expect_null(kiln_malloc_array(SIZE_MAX / 4, 8));
+}
+
+Test(buf, grows_and_stops_at_its_cap)
+{
+	kiln_buf b;
+	kiln_buf_init(&b, 1000);
+	uint8_t chunk[300];
+	memset(chunk, 7, sizeof chunk);
+	cr_assert_eq(kiln_buf_append(&b, chunk, 300), KILN_OK);
+	cr_assert_eq(kiln_buf_append(&b, chunk, 300), KILN_OK);
+	cr_assert_eq(kiln_buf_append(&b, chunk, 300), KILN_OK);
+	cr_expect_eq(kiln_buf_append(&b, chunk, 200), KILN_ERR_TOO_LARGE);
+	cr_expect_eq(b.len, 900u);
+	cr_expect_eq(kiln_buf_put_u32le(&b, 0x04030201u), KILN_OK);
+	cr_expect_eq(memcmp(b.data + 900, "\x01\x02\x03\x04", 4), 0);
+	cr_expect_eq(kiln_buf_append(&b, chunk, SIZE_MAX), KILN_ERR_TOO_LARGE);
+	kiln_buf_free(&b);
+	kiln_buf_free(NULL);
+	cr_expect_null(b.data);
+}
+
+Test(buf, read_file_respects_cap)
+{
+	char path[] = "/tmp/kiln-buf-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	char data[5000];
+	memset(data, 'x', sizeof data);
+	cr_assert_eq(write(fd, data, sizeof data), (ssize_t)sizeof data);
+	close(fd);
+	kiln_buf b;
+	kiln_buf_init(&b, 5000);
+	cr_expect_eq(kiln_buf_read_file(&b, path), KILN_OK);
+	cr_expect_eq(b.len, 5000u);
+	kiln_buf_free(&b);
+	kiln_buf_init(&b, 4999);
+	cr_expect_eq(kiln_buf_read_file(&b, path), KILN_ERR_TOO_LARGE);
+	kiln_buf_free(&b);
+	unlink(path);
+	kiln_buf_init(&b, 100);
+	cr_expect_eq(kiln_buf_read_file(&b, "/nonexistent/kiln"), KILN_ERR_NOT_FOUND);
+}
+
+struct sum_ctx {
+	atomic_ullong sum;
+	atomic_uint calls;
+};
+
+static void add_range(void *p, size_t begin, size_t end)
+{
+	struct sum_ctx *ctx = p;
+	unsigned long long s = 0;
+	for (size_t i = begin; i < end; i++)
+		s += i;
+	atomic_fetch_add(&ctx->sum, s);
+	atomic_fetch_add(&ctx->calls, 1);
+}
+
+Test(pool, parallel_for_covers_every_item_once)
+{
+	kiln_pool *pool;
+	cr_assert_eq(kiln_pool_create(4, &pool), KILN_OK);
+	cr_expect_eq(kiln_pool_threads(pool), 4u);
+	for (size_t n = 0; n < 2000; n += 97) {
+		struct sum_ctx ctx = {0};
+		kiln_pool_for(pool, n, 0, add_range, &ctx);
+		cr_expect_eq(atomic_load(&ctx.sum), (unsigned long long)n * (n ? n - 1 : 0) / 2, "n=%zu", n);
+	}
+	struct sum_ctx ctx = {0};
+	kiln_pool_for(pool, 1000, 10, add_range, &ctx);
+	cr_expect_eq(atomic_load(&ctx.calls), 100u);
+	kiln_pool_destroy(pool);
+	kiln_pool_destroy(NULL);
+	struct sum_ctx serial = {0};
+	kiln_pool_for(NULL, 100, 0, add_range, &serial);
+	cr_expect_eq(atomic_load(&serial.sum), 4950u);
+}
+
+Test(image, limits_are_checked_before_allocation)
+{
+	kiln_image img;
+	kiln_image_limits lim = {.max_width = 100, .max_height = 100, .max_pixels = 5000};
+	cr_expect_eq(kiln_image_alloc(&img, 101, 1, &lim), KILN_ERR_TOO_LARGE);
+	cr_expect_eq(kiln_image_alloc(&img, 100, 51, &lim), KILN_ERR_TOO_LARGE);
+	cr_expect_eq(kiln_image_alloc(&img, 0, 5, &lim), KILN_ERR_INVALID_ARG);
+	cr_expect_eq(kiln_image_alloc(&img, 100000, 100000, NULL), KILN_ERR_TOO_LARGE);
+	cr_assert_eq(kiln_image_alloc(&img, 100, 50, &lim), KILN_OK);
+	cr_expect_eq(img.stride, 400u);
+	kiln_image_free(&img);
+	kiln_image_free(NULL);
+}
+
+Test(texture, sizes_and_mip_counts)
+{
+	kiln_texture t;
+	cr_assert_eq(kiln_texture_init(&t, KILN_TEXFMT_BC1_RGB, 0, 0, true), KILN_OK);
+	cr_expect_eq(kiln_texture_level_size(&t, 1, 1), 8u);
+	cr_expect_eq(kiln_texture_level_size(&t, 5, 3), 16u);
+	cr_expect_eq(kiln_texture_level_size(&t, 4099, 17), 1025u * 5 * 8);
+	cr_expect_eq(kiln_mip_count(1, 1), 1u);
+	cr_expect_eq(kiln_mip_count(768, 512), 10u);
+	cr_expect_eq(kiln_mip_count(16384, 1), 15u);
+	cr_expect_eq(kiln_texture_init(&t, KILN_TEXFMT_ASTC, 3, 4, false), KILN_ERR_INVALID_ARG);
+	cr_assert_eq(kiln_texture_init(&t, KILN_TEXFMT_ASTC, 6, 5, false), KILN_OK);
+	cr_expect_eq(kiln_texture_level_size(&t, 13, 11), 3u * 3 * 16);
+}
+
+Test(device, parse_and_resolve)
+{
+	kiln_device d, r;
+	cr_expect_eq(kiln_device_parse("auto", &d), KILN_OK);
+	cr_expect_eq(d.kind, KILN_DEVICE_AUTO);
+	cr_expect_eq(kiln_device_parse("cpu", &d), KILN_OK);
+	cr_expect_eq(d.kind, KILN_DEVICE_CPU);
+	cr_expect_eq(kiln_device_parse("gpu:3", &d), KILN_OK);
+	cr_expect_eq(d.index, 3);
+	cr_expect_eq(kiln_device_parse("gpu:", &d), KILN_ERR_INVALID_ARG);
+	cr_expect_eq(kiln_device_parse("gpu:1x", &d), KILN_ERR_INVALID_ARG);
+	cr_expect_eq(kiln_device_parse("tpu", &d), KILN_ERR_INVALID_ARG);
+	kiln_device_parse("auto", &d);
+	cr_expect_eq(kiln_device_resolve(&d, &r), KILN_OK);
+	cr_expect_eq(r.kind, kiln_gpu_count() > 0 ? KILN_DEVICE_GPU : KILN_DEVICE_CPU);
+	kiln_device_parse("gpu:1000", &d);
+	cr_expect_eq(kiln_device_resolve(&d, &r), KILN_ERR_NO_GPU);
+	cr_expect_eq(kiln_quality_parse("medium"), KILN_QUALITY_MEDIUM);
+	cr_expect_eq(kiln_quality_parse("ultra"), -1);
+}
+
+Test(log, quoting_escapes)
+{
+	char out[64];
+	cr_expect_str_eq(kiln_log_quote("a \"b\"\nc", out, sizeof out), "\"a \\\"b\\\"\\nc\"");
+	cr_expect_str_eq(kiln_log_quote("abcdefghij", out, 6), "\"ab\"");
+	cr_expect_eq(kiln_log_level_parse("WARN"), KILN_LOG_WARN);
+	cr_expect_eq(kiln_log_level_parse("loud"), -1);
+}
