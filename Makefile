@@ -13,7 +13,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CFLAGS_COMMON = -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off \
                 -fno-fast-math -pthread -I. -MMD -MP
 CFLAGS  ?=
-LDLIBS  = $(shell pkg-config --libs libpng 2>/dev/null || echo -lpng) -lm -pthread
+LDLIBS  = -lpng -lz -ljansson -lm -pthread
 NVFLAGS = -O3 -std=c++17 -fmad=false -I. -lineinfo \
           -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 \
           -Xcompiler -ffp-contract=off -MMD -MP
@@ -100,12 +100,12 @@ run: $(BUILD)/kiln samples
 # The unit binary is run with the repository root as working directory: tests find
 # build/kiln and ../shared/data from there. KILN_SHARED overrides the data location.
 test: $(BUILD)/tests/unit $(BUILD)/kiln
-	$(BUILD)/tests/unit --jobs=2 $(TESTFLAGS)
+	KILN_BIN=$(BUILD)/kiln $(BUILD)/tests/unit --jobs=2 $(TESTFLAGS)
 
 test-gpu: $(BUILD)/tests/gpu $(BUILD)/kiln test-gpu-run
 # Runs the already-built GPU tests: on the GPU machine, which has no compilers.
 test-gpu-run:
-	$(BUILD)/tests/gpu --jobs=1 $(TESTFLAGS)
+	KILN_BIN=$(BUILD)/kiln $(BUILD)/tests/gpu --jobs=1 $(TESTFLAGS)
 
 bench: $(BUILD)/kiln-bench
 	@mkdir -p bench/out

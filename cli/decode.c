@@ -1,0 +1,126 @@
+/* kiln decode: any texture kiln writes (DDS, KTX 2.0) back to a PNG, for inspection and
+ * tests. Decoding runs on the CPU backend; --device is accepted for symmetry with encode. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/util.h"
+#include "common/buf.h"
+#include "common/container.h"
+#include "common/png_io.h"
+#include "kernels/bc1/bc1.h"
+#include "kernels/gpu.h"
+
+static const char usage_text[] =
+	"usage: kiln decode [OPTIONS] IN -o OUT.png\n"
+	"\n"
+	"Decode a texture written by kiln (DDS, KTX 2.0; BC1) to a PNG.\n"
+	"\n"
+	"options:\n"
+	"  --level N                     mip level to decode (default 0, the full size)\n"
+	"  --device auto|cpu|gpu|gpu:N   accepted; decoding runs on the CPU\n"
+	"  -o, --output OUT.png          output file (required)\n"
+	"  -h, --help                    this text\n"
+	"\n"
+	"exit status: 0 written, 2 usage error, 3 the input could not be decoded or written\n";
+
+enum { OPT_LEVEL = 256, OPT_DEVICE };
+
+static kiln_status decode_level(const kiln_texture *tex, uint32_t level, kiln_image *img)
+{
+	const kiln_level *lv = &tex->levels[level];
+	kiln_status st = kiln_image_alloc(img, lv->width, lv->height, NULL);
+	if (st != KILN_OK)
+		return st;
+	img->srgb = tex->srgb;
+	switch (tex->format) {
+	case KILN_TEXFMT_BC1_RGB:
+	case KILN_TEXFMT_BC1_RGBA:
+		img->has_alpha = tex->format == KILN_TEXFMT_BC1_RGBA;
+		st = kiln_bc1_decode(lv->data, lv->size, lv->width, lv->height, img->has_alpha,
+				     img->pixels, img->stride);
+		break;
+	default:
+		st = KILN_ERR_UNSUPPORTED;
+	}
+	if (st != KILN_OK)
+		kiln_image_free(img);
+	return st;
+}
+
+int cli_decode(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"level", required_argument, NULL, OPT_LEVEL},
+		{"device", required_argument, NULL, OPT_DEVICE},
+		{"output", required_argument, NULL, 'o'},
+		{"help", no_argument, NULL, 'h'},
+		{0, 0, 0, 0},
+	};
+	const char *output = NULL;
+	long level = 0;
+	kiln_device dev;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_LEVEL:
+			if (!cli_parse_long("decode", "--level", optarg, 0, KILN_MAX_LEVELS - 1, &level))
+				return CLI_EXIT_USAGE;
+			break;
+		case OPT_DEVICE:
+			if (kiln_device_parse(optarg, &dev) != KILN_OK) {
+				fprintf(stderr, "kiln decode: --device is auto, cpu, gpu or gpu:N, not '%s'\n", optarg);
+				return CLI_EXIT_USAGE;
+			}
+			break;
+		case 'o': output = optarg; break;
+		case 'h': fputs(usage_text, stdout); return CLI_EXIT_OK;
+		default:
+			fprintf(stderr, "kiln decode: see 'kiln decode --help'\n");
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (argc - optind != 1 || !output) {
+		fprintf(stderr, "kiln decode: %s (see 'kiln decode --help')\n",
+			argc - optind != 1 ? "give exactly one input" : "no output: give -o OUT.png");
+		return CLI_EXIT_USAGE;
+	}
+	const char *input = argv[optind];
+	int rc = CLI_EXIT_FATAL;
+	kiln_buf file;
+	kiln_texture tex;
+	kiln_image img = {0};
+	kiln_buf_init(&file, (size_t)1 << 32);
+	kiln_status st = kiln_buf_read_file(&file, input);
+	if (st != KILN_OK) {
+		fprintf(stderr, "kiln decode: %s: %s\n", input, kiln_strerror(st));
+		goto fail;
+	}
+	st = kiln_container_read(file.data, file.len, &tex);
+	if (st != KILN_OK) {
+		fprintf(stderr, "kiln decode: %s: not a texture kiln can read: %s\n", input, kiln_strerror(st));
+		goto fail;
+	}
+	if ((uint32_t)level >= tex.num_levels) {
+		fprintf(stderr, "kiln decode: %s has %u levels; --level %ld does not exist\n", input,
+			tex.num_levels, level);
+		goto fail;
+	}
+	st = decode_level(&tex, (uint32_t)level, &img);
+	if (st != KILN_OK) {
+		fprintf(stderr, "kiln decode: %s: %s\n", input, kiln_strerror(st));
+		goto fail;
+	}
+	st = kiln_png_write_file(output, &img);
+	if (st != KILN_OK) {
+		fprintf(stderr, "kiln decode: writing %s: %s\n", output, kiln_strerror(st));
+		goto fail;
+	}
+	rc = CLI_EXIT_OK;
+fail:
+	kiln_image_free(&img);
+	kiln_buf_free(&file);
+	return rc;
+}

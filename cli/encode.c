@@ -1,0 +1,367 @@
+/* kiln encode: PNG files to BC1 textures in DDS or KTX 2.0, in batches, on the CPU or a GPU.
+ * A bad input is reported and skipped; the others are still written (exit code 1). */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/util.h"
+#include "common/alloc.h"
+#include "common/container.h"
+#include "common/fileio.h"
+#include "common/log.h"
+#include "common/png_io.h"
+#include "kernels/texenc.h"
+
+#define MAX_PATH_LEN 4096
+
+static const char usage_text[] =
+	"usage: kiln encode [OPTIONS] INPUT.png... -o OUT\n"
+	"\n"
+	"Encode PNG images to BC1 (DXT1) textures. OUT is a file when there is one input\n"
+	"(and OUT is not an existing directory or does not end in '/'), otherwise a directory:\n"
+	"each output keeps its input's base name with the container's extension (a.png -> OUT/a.dds).\n"
+	"\n"
+	"options:\n"
+	"  --format bc1                  texture format (default bc1)\n"
+	"  --quality fast|medium|high    encoder effort (default high)\n"
+	"  --container dds|ktx2          file container (default dds)\n"
+	"  --srgb | --linear             colour space (default: as the PNG says; sRGB unless it is marked linear)\n"
+	"  --mipmaps                     write the full mip chain down to 1x1\n"
+	"  --alpha-cutoff N              alpha below N becomes transparent (BC1 punch-through),\n"
+	"                                0 keeps everything opaque (default 128)\n"
+	"  --device auto|cpu|gpu|gpu:N   where to encode (default auto: the GPU when there is one)\n"
+	"  --batch N                     images per batch, 1..1024 (default 32)\n"
+	"  --threads N                   CPU threads (default: all cores)\n"
+	"  --max-pixels N                refuse inputs with more pixels (default 268435456)\n"
+	"  --json                        print a JSON report on stdout\n"
+	"  -q, --quiet                   no progress bar\n"
+	"  -o, --output OUT              output file or directory (required)\n"
+	"  -h, --help                    this text\n"
+	"\n"
+	"exit status: 0 all written, 1 some inputs failed, 2 usage error, 3 could not run\n"
+	"\n"
+	"examples:\n"
+	"  kiln encode --quality high --mipmaps photo.png -o photo.dds\n"
+	"  kiln encode --container ktx2 --srgb textures/*.png -o out/\n";
+
+typedef struct encode_args {
+	kiln_texenc_opts opts;
+	kiln_container container;
+	kiln_device device;
+	long batch;
+	long threads;
+	kiln_image_limits limits;
+	bool json;
+	bool quiet;
+	const char *output;
+	char **inputs;
+	size_t ninputs;
+} encode_args;
+
+/* The outcome of one input, for the report. */
+typedef struct item_result {
+	const char *input;
+	char output[MAX_PATH_LEN];
+	kiln_status status;
+	char detail[256];
+	uint32_t width, height, levels;
+	size_t bytes;
+} item_result;
+
+enum { OPT_FORMAT = 256, OPT_QUALITY, OPT_CONTAINER, OPT_SRGB, OPT_LINEAR, OPT_MIPMAPS,
+       OPT_ALPHA, OPT_DEVICE, OPT_BATCH, OPT_THREADS, OPT_MAXPIX, OPT_JSON };
+
+static int parse_args(int argc, char **argv, encode_args *a)
+{
+	static const struct option longopts[] = {
+		{"format", required_argument, NULL, OPT_FORMAT},
+		{"quality", required_argument, NULL, OPT_QUALITY},
+		{"container", required_argument, NULL, OPT_CONTAINER},
+		{"srgb", no_argument, NULL, OPT_SRGB},
+		{"linear", no_argument, NULL, OPT_LINEAR},
+		{"mipmaps", no_argument, NULL, OPT_MIPMAPS},
+		{"alpha-cutoff", required_argument, NULL, OPT_ALPHA},
+		{"device", required_argument, NULL, OPT_DEVICE},
+		{"batch", required_argument, NULL, OPT_BATCH},
+		{"threads", required_argument, NULL, OPT_THREADS},
+		{"max-pixels", required_argument, NULL, OPT_MAXPIX},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"quiet", no_argument, NULL, 'q'},
+		{"output", required_argument, NULL, 'o'},
+		{"help", no_argument, NULL, 'h'},
+		{0, 0, 0, 0},
+	};
+	long v;
+	kiln_texenc_opts_default(&a->opts);
+	a->container = KILN_CONTAINER_DDS;
+	a->device.kind = KILN_DEVICE_AUTO;
+	a->device.index = 0;
+	a->batch = 32;
+	a->threads = 0;
+	kiln_image_limits_default(&a->limits);
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "qo:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_FORMAT:
+			if (strcmp(optarg, "bc1") != 0) {
+				fprintf(stderr, "kiln encode: unknown --format '%s' (supported: bc1)\n", optarg);
+				return CLI_EXIT_USAGE;
+			}
+			a->opts.format = KILN_TEXFMT_BC1_RGB;
+			break;
+		case OPT_QUALITY:
+			if ((v = kiln_quality_parse(optarg)) < 0) {
+				fprintf(stderr, "kiln encode: --quality is fast, medium or high, not '%s'\n", optarg);
+				return CLI_EXIT_USAGE;
+			}
+			a->opts.quality = (kiln_quality)v;
+			break;
+		case OPT_CONTAINER:
+			v = kiln_container_parse(optarg);
+			if (v != KILN_CONTAINER_DDS && v != KILN_CONTAINER_KTX2) {
+				fprintf(stderr, "kiln encode: --container is dds or ktx2 for bc1, not '%s'\n", optarg);
+				return CLI_EXIT_USAGE;
+			}
+			a->container = (kiln_container)v;
+			break;
+		case OPT_SRGB: a->opts.colorspace = KILN_COLORSPACE_SRGB; break;
+		case OPT_LINEAR: a->opts.colorspace = KILN_COLORSPACE_LINEAR; break;
+		case OPT_MIPMAPS: a->opts.mipmaps = true; break;
+		case OPT_ALPHA:
+			if (!cli_parse_long("encode", "--alpha-cutoff", optarg, 0, 255, &v))
+				return CLI_EXIT_USAGE;
+			a->opts.alpha_cutoff = (int)v;
+			break;
+		case OPT_DEVICE:
+			if (kiln_device_parse(optarg, &a->device) != KILN_OK) {
+				fprintf(stderr, "kiln encode: --device is auto, cpu, gpu or gpu:N, not '%s'\n", optarg);
+				return CLI_EXIT_USAGE;
+			}
+			break;
+		case OPT_BATCH:
+			if (!cli_parse_long("encode", "--batch", optarg, 1, 1024, &a->batch))
+				return CLI_EXIT_USAGE;
+			break;
+		case OPT_THREADS:
+			if (!cli_parse_long("encode", "--threads", optarg, 1, 1024, &a->threads))
+				return CLI_EXIT_USAGE;
+			break;
+		case OPT_MAXPIX:
+			if (!cli_parse_long("encode", "--max-pixels", optarg, 1, (long)KILN_DEFAULT_MAX_PIXELS * 4, &v))
+				return CLI_EXIT_USAGE;
+			a->limits.max_pixels = (uint64_t)v;
+			break;
+		case OPT_JSON: a->json = true; break;
+		case 'q': a->quiet = true; break;
+		case 'o': a->output = optarg; break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return -1;
+		default:
+			fprintf(stderr, "kiln encode: see 'kiln encode --help'\n");
+			return CLI_EXIT_USAGE;
+		}
+	}
+	a->inputs = argv + optind;
+	a->ninputs = (size_t)(argc - optind);
+	if (a->ninputs == 0 || !a->output) {
+		fprintf(stderr, "kiln encode: %s (see 'kiln encode --help')\n",
+			a->ninputs == 0 ? "no input files" : "no output: give -o OUT");
+		return CLI_EXIT_USAGE;
+	}
+	return CLI_EXIT_OK;
+}
+
+/* Output names for every input; two inputs that map to one name are a usage error
+ * rather than a silent overwrite. */
+static int plan_outputs(const encode_args *a, item_result *items)
+{
+	const char *ext = kiln_container_ext(a->container);
+	size_t outlen = strlen(a->output);
+	bool to_file = a->ninputs == 1 && !cli_is_dir(a->output) && a->output[outlen - 1] != '/';
+	if (!to_file && kiln_mkdir_p(a->output) != KILN_OK) {
+		fprintf(stderr, "kiln encode: cannot create output directory '%s'\n", a->output);
+		return CLI_EXIT_FATAL;
+	}
+	for (size_t i = 0; i < a->ninputs; i++) {
+		items[i].input = a->inputs[i];
+		bool fits = to_file ? (size_t)snprintf(items[i].output, MAX_PATH_LEN, "%s", a->output) < MAX_PATH_LEN
+				    : cli_output_name(a->output, a->inputs[i], ext, items[i].output, MAX_PATH_LEN);
+		if (!fits) {
+			fprintf(stderr, "kiln encode: output path for '%s' is too long\n", a->inputs[i]);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	for (size_t i = 0; i < a->ninputs; i++)
+		for (size_t j = i + 1; j < a->ninputs; j++)
+			if (strcmp(items[i].output, items[j].output) == 0) {
+				fprintf(stderr, "kiln encode: '%s' and '%s' would both write '%s'\n",
+					items[i].input, items[j].input, items[i].output);
+				return CLI_EXIT_USAGE;
+			}
+	return CLI_EXIT_OK;
+}
+
+typedef struct read_job {
+	const encode_args *args;
+	item_result *items;
+	kiln_image *images;
+} read_job;
+
+static void read_range(void *p, size_t begin, size_t end)
+{
+	read_job *job = p;
+	for (size_t i = begin; i < end; i++)
+		job->items[i].status = kiln_png_read_file(job->items[i].input, &job->args->limits,
+							  &job->images[i], job->items[i].detail,
+							  sizeof job->items[i].detail);
+}
+
+static void write_output(const encode_args *a, item_result *item, kiln_texture *tex)
+{
+	kiln_buf file;
+	kiln_buf_init(&file, (size_t)1 << 34);
+	kiln_status st = kiln_container_write(a->container, tex, &file);
+	if (st == KILN_OK)
+		st = kiln_file_write_atomic(item->output, file.data, file.len);
+	if (st != KILN_OK)
+		snprintf(item->detail, sizeof item->detail, "writing %s", item->output);
+	item->status = st;
+	item->bytes = file.len;
+	item->width = tex->levels[0].width;
+	item->height = tex->levels[0].height;
+	item->levels = tex->num_levels;
+	kiln_buf_free(&file);
+}
+
+/* Reads, encodes and writes items [first, first+n). */
+static kiln_status run_batch(const encode_args *a, kiln_texenc *enc, kiln_pool *pool,
+			     item_result *items, size_t n)
+{
+	kiln_status st = KILN_ERR_NOMEM;
+	kiln_image *images = kiln_calloc(n, sizeof *images);
+	kiln_texture *tex = kiln_calloc(n, sizeof *tex);
+	kiln_status *enc_status = kiln_calloc(n, sizeof *enc_status);
+	if (!images || !tex || !enc_status)
+		goto fail;
+	read_job job = {a, items, images};
+	kiln_pool_for(pool, n, 1, read_range, &job);
+	st = kiln_texenc_encode(enc, images, n, tex, enc_status);
+	for (size_t i = 0; i < n; i++) {
+		if (items[i].status != KILN_OK)
+			continue; /* the read failed and said why */
+		items[i].status = enc_status[i];
+		if (enc_status[i] == KILN_OK)
+			write_output(a, &items[i], &tex[i]);
+		else
+			snprintf(items[i].detail, sizeof items[i].detail, "encoding");
+		kiln_texture_free_levels(&tex[i]);
+	}
+fail:
+	for (size_t i = 0; images && i < n; i++)
+		kiln_image_free(&images[i]);
+	free(images);
+	free(tex);
+	free(enc_status);
+	return st;
+}
+
+static void print_json(const encode_args *a, const item_result *items, const kiln_device *dev,
+		       double seconds)
+{
+	json_t *outputs = json_array();
+	size_t ok = 0;
+	for (size_t i = 0; i < a->ninputs; i++) {
+		const item_result *it = &items[i];
+		json_t *o = json_pack("{s:s, s:s, s:s}", "input", it->input, "output", it->output,
+				      "status", it->status == KILN_OK ? "ok" : "error");
+		if (it->status == KILN_OK) {
+			ok++;
+			json_object_set_new(o, "width", json_integer(it->width));
+			json_object_set_new(o, "height", json_integer(it->height));
+			json_object_set_new(o, "levels", json_integer(it->levels));
+			json_object_set_new(o, "bytes", json_integer((json_int_t)it->bytes));
+		} else {
+			json_object_set_new(o, "error", json_string(kiln_strerror(it->status)));
+			if (it->detail[0])
+				json_object_set_new(o, "detail", json_string(it->detail));
+		}
+		json_array_append_new(outputs, o);
+	}
+	char devname[32];
+	snprintf(devname, sizeof devname, dev->kind == KILN_DEVICE_GPU ? "gpu:%d" : "cpu", dev->index);
+	json_t *root = json_pack("{s:o, s:I, s:I, s:s, s:f}", "outputs", outputs, "ok", (json_int_t)ok,
+				 "failed", (json_int_t)(a->ninputs - ok), "device", devname, "seconds", seconds);
+	json_dumpf(root, stdout, JSON_INDENT(2));
+	fputc('\n', stdout);
+	json_decref(root);
+}
+
+int cli_encode(int argc, char **argv)
+{
+	encode_args a = {0};
+	int rc = parse_args(argc, argv, &a);
+	if (rc != CLI_EXIT_OK)
+		return rc < 0 ? CLI_EXIT_OK : rc;
+
+	kiln_pool *pool = NULL;
+	kiln_texenc *enc = NULL;
+	kiln_device dev;
+	item_result *items = kiln_calloc(a.ninputs, sizeof *items);
+	if (!items) {
+		fprintf(stderr, "kiln encode: out of memory\n");
+		return CLI_EXIT_FATAL;
+	}
+	rc = plan_outputs(&a, items);
+	if (rc != CLI_EXIT_OK)
+		goto fail;
+	rc = CLI_EXIT_FATAL;
+	kiln_status st = kiln_device_resolve(&a.device, &dev);
+	if (st != KILN_OK) {
+		fprintf(stderr, "kiln encode: --device: %s (%d GPUs found%s)\n", kiln_strerror(st),
+			kiln_gpu_count(), kiln_gpu_built() ? "" : "; built without CUDA");
+		goto fail;
+	}
+	if ((st = kiln_pool_create((unsigned)a.threads, &pool)) != KILN_OK ||
+	    (st = kiln_texenc_create(&dev, &a.opts, pool, &enc)) != KILN_OK) {
+		fprintf(stderr, "kiln encode: cannot start the encoder: %s %s\n", kiln_strerror(st),
+			dev.kind == KILN_DEVICE_GPU ? kiln_gpu_last_error() : "");
+		goto fail;
+	}
+
+	cli_progress progress;
+	cli_progress_start(&progress, a.ninputs, a.quiet || a.json);
+	double start = cli_now();
+	size_t done = 0, failed = 0;
+	for (size_t first = 0; first < a.ninputs; first += (size_t)a.batch) {
+		size_t n = a.ninputs - first < (size_t)a.batch ? a.ninputs - first : (size_t)a.batch;
+		st = run_batch(&a, enc, pool, items + first, n);
+		if (st != KILN_OK)
+			KILN_WARN("batch failed", "first=%zu count=%zu error=\"%s\"", first, n, kiln_strerror(st));
+		for (size_t i = first; i < first + n; i++) {
+			done++;
+			if (items[i].status != KILN_OK) {
+				failed++;
+				if (progress.enabled)
+					fputc('\n', stderr);
+				fprintf(stderr, "kiln encode: %s: %s%s%s\n", items[i].input,
+					kiln_strerror(items[i].status), items[i].detail[0] ? ": " : "",
+					items[i].detail);
+			}
+		}
+		cli_progress_update(&progress, done, failed);
+	}
+	cli_progress_finish(&progress);
+	if (a.json)
+		print_json(&a, items, &dev, cli_now() - start);
+	rc = failed ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
+fail:
+	kiln_texenc_destroy(enc);
+	kiln_pool_destroy(pool);
+	free(items);
+	return rc;
+}

@@ -1,0 +1,87 @@
+/* Helpers shared by the subcommands. */
+#include "cli/util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+bool cli_parse_long(const char *cmd, const char *opt, const char *arg, long min, long max, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < min || v > max) {
+		fprintf(stderr, "kiln %s: %s wants a whole number from %ld to %ld, not '%s'\n",
+			cmd, opt, min, max, arg);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+bool cli_output_name(const char *dir, const char *input, const char *ext, char *out, size_t cap)
+{
+	const char *base = strrchr(input, '/');
+	base = base ? base + 1 : input;
+	const char *dot = strrchr(base, '.');
+	int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+	int n = snprintf(out, cap, "%s%s%.*s.%s", dir, dir[0] && dir[strlen(dir) - 1] != '/' ? "/" : "",
+			 stem, base, ext);
+	return n > 0 && (size_t)n < cap;
+}
+
+bool cli_is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+double cli_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void cli_progress_start(cli_progress *p, size_t total, bool quiet)
+{
+	p->enabled = !quiet && isatty(STDERR_FILENO);
+	p->total = total;
+	p->start = cli_now();
+	p->last_draw = 0;
+}
+
+static void draw(cli_progress *p, size_t done, size_t failed)
+{
+	const int width = 30;
+	double elapsed = cli_now() - p->start;
+	double rate = elapsed > 0 ? (double)done / elapsed : 0;
+	double eta = rate > 0 ? (double)(p->total - done) / rate : 0;
+	int filled = p->total ? (int)((double)done / (double)p->total * width) : width;
+	char bar[64];
+	for (int i = 0; i < width; i++)
+		bar[i] = i < filled ? '#' : '.';
+	bar[width] = '\0';
+	fprintf(stderr, "\r[%s] %zu/%zu done, %zu failed, %.1f img/s, ETA %.0fs ", bar, done,
+		p->total, failed, rate, eta);
+	fflush(stderr);
+	p->last_draw = cli_now();
+}
+
+void cli_progress_update(cli_progress *p, size_t done, size_t failed)
+{
+	/* ten redraws a second at most: a terminal is slow */
+	if (p->enabled && (cli_now() - p->last_draw > 0.1 || done == p->total))
+		draw(p, done, failed);
+}
+
+void cli_progress_finish(cli_progress *p)
+{
+	if (p->enabled)
+		fputc('\n', stderr);
+}

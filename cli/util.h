@@ -1,0 +1,34 @@
+/* Small pieces every subcommand uses: number parsing, output naming, the progress bar. */
+#ifndef KILN_CLI_UTIL_H
+#define KILN_CLI_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parses a decimal integer in [min, max]; false (with a message naming opt) otherwise. */
+bool cli_parse_long(const char *cmd, const char *opt, const char *arg, long min, long max, long *out);
+
+/* dir/<input's base name without extension>.ext into out; false if it does not fit. */
+bool cli_output_name(const char *dir, const char *input, const char *ext, char *out, size_t cap);
+
+/* true when path names an existing directory. */
+bool cli_is_dir(const char *path);
+
+/* A one-line progress bar on stderr when it is a terminal (done/failed/total, rate, ETA);
+ * nothing otherwise, so logs and pipes stay clean. */
+typedef struct cli_progress {
+	bool enabled;
+	size_t total;
+	double start;
+	double last_draw;
+} cli_progress;
+
+void cli_progress_start(cli_progress *p, size_t total, bool quiet);
+void cli_progress_update(cli_progress *p, size_t done, size_t failed);
+void cli_progress_finish(cli_progress *p);
+
+/* Monotonic seconds. */
+double cli_now(void);
+
+#endif

@@ -1,0 +1,147 @@
+/* GPU tests of the encode front end (run by make test-gpu on a GPU machine): the whole
+ * path (upload, mips on the GPU, one codec launch, download) gives the same bytes as the
+ * CPU backend, for Kodak and random images, every quality, batch sizes 1, 7 and 32, and the
+ * kiln binary writes identical files with --device gpu and --device cpu. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/png_io.h"
+#include "kernels/gpu.h"
+#include "kernels/texenc.h"
+
+#define NKODAK 24
+
+static void require_gpu(void)
+{
+	if (kiln_gpu_count() < 1)
+		cr_fatal("no usable GPU: make test-gpu must run on a machine with an NVIDIA GPU");
+}
+
+static const char *shared_dir(void)
+{
+	const char *env = getenv("KILN_SHARED");
+	return env ? env : "../shared/data";
+}
+
+static void load_kodak(kiln_image *images)
+{
+	for (int i = 0; i < NKODAK; i++) {
+		char path[512];
+		snprintf(path, sizeof path, "%s/kodak/kodim%02d.png", shared_dir(), i + 1);
+		cr_assert_eq(kiln_png_read_file(path, NULL, &images[i], NULL, 0), KILN_OK, "%s", path);
+	}
+}
+
+static void random_image(kiln_image *img, uint32_t w, uint32_t h, uint32_t seed, bool alpha)
+{
+	cr_assert_eq(kiln_image_alloc(img, w, h, NULL), KILN_OK);
+	img->has_alpha = alpha;
+	uint32_t s = seed * 2654435761u + 1;
+	for (size_t i = 0; i < (size_t)w * h * 4; i++) {
+		s = s * 1103515245u + 12345u;
+		/* low-frequency structure plus noise, so blocks are neither flat nor pure noise */
+		uint8_t v = (uint8_t)((s >> 16) & 0x3f) + (uint8_t)((i / 4 % w) * 191 / (w + 1));
+		img->pixels[i] = v;
+	}
+}
+
+/* Encodes count images in batches of `batch` on the given device. */
+static void encode_all(const kiln_device *dev, const kiln_texenc_opts *opts, kiln_image *images,
+		       size_t count, size_t batch, kiln_texture *out)
+{
+	kiln_pool *pool = NULL;
+	kiln_texenc *enc;
+	cr_assert_eq(kiln_pool_create(0, &pool), KILN_OK);
+	cr_assert_eq(kiln_texenc_create(dev, opts, pool, &enc), KILN_OK, "%s", kiln_gpu_last_error());
+	kiln_status *st = calloc(count, sizeof *st);
+	for (size_t first = 0; first < count; first += batch) {
+		size_t n = count - first < batch ? count - first : batch;
+		cr_assert_eq(kiln_texenc_encode(enc, images + first, n, out + first, st + first), KILN_OK,
+			     "%s", kiln_gpu_last_error());
+		for (size_t i = first; i < first + n; i++)
+			cr_assert_eq(st[i], KILN_OK, "image %zu: %s", i, kiln_strerror(st[i]));
+	}
+	free(st);
+	kiln_texenc_destroy(enc);
+	kiln_pool_destroy(pool);
+}
+
+static void expect_same(const kiln_texture *a, const kiln_texture *b, size_t count, const char *what)
+{
+	for (size_t i = 0; i < count; i++) {
+		cr_assert_eq(a[i].num_levels, b[i].num_levels);
+		cr_assert_eq(a[i].format, b[i].format);
+		for (uint32_t l = 0; l < a[i].num_levels; l++) {
+			cr_assert_eq(a[i].levels[l].size, b[i].levels[l].size);
+			cr_expect_eq(memcmp(a[i].levels[l].data, b[i].levels[l].data, a[i].levels[l].size), 0,
+				     "%s: image %zu level %u differs between CPU and GPU", what, i, l);
+		}
+	}
+}
+
+static void compare_backends(kiln_image *images, size_t count, kiln_quality q, bool mips, size_t batch,
+			     const char *what)
+{
+	kiln_device cpu = {KILN_DEVICE_CPU, 0}, gpu = {KILN_DEVICE_GPU, 0};
+	kiln_texenc_opts opts;
+	kiln_texenc_opts_default(&opts);
+	opts.quality = q;
+	opts.mipmaps = mips;
+	kiln_texture *a = calloc(count, sizeof *a), *b = calloc(count, sizeof *b);
+	encode_all(&cpu, &opts, images, count, count, a);
+	encode_all(&gpu, &opts, images, count, batch, b);
+	expect_same(a, b, count, what);
+	for (size_t i = 0; i < count; i++) {
+		kiln_texture_free_levels(&a[i]);
+		kiln_texture_free_levels(&b[i]);
+	}
+	free(a);
+	free(b);
+}
+
+Test(texenc_gpu, kodak_every_quality_with_mipmaps, .timeout = 600)
+{
+	require_gpu();
+	kiln_image images[NKODAK];
+	load_kodak(images);
+	for (int q = KILN_QUALITY_FAST; q <= KILN_QUALITY_HIGH; q++) {
+		compare_backends(images, NKODAK, (kiln_quality)q, true, 7, "kodak batch 7");
+		compare_backends(images, NKODAK, (kiln_quality)q, false, 1, "kodak batch 1");
+	}
+	for (int i = 0; i < NKODAK; i++)
+		kiln_image_free(&images[i]);
+}
+
+Test(texenc_gpu, random_images_batches_1_7_32, .timeout = 600)
+{
+	require_gpu();
+	static const uint32_t sizes[][2] = {{1, 1}, {5, 3}, {4099, 17}, {64, 64}, {33, 65}, {257, 3}, {7, 300}, {128, 96}};
+	enum { N = 32 };
+	kiln_image images[N];
+	for (int i = 0; i < N; i++)
+		random_image(&images[i], sizes[i % 8][0], sizes[i % 8][1], (uint32_t)i, i % 3 == 0);
+	static const size_t batches[] = {1, 7, 32};
+	for (int q = KILN_QUALITY_FAST; q <= KILN_QUALITY_HIGH; q++)
+		for (int b = 0; b < 3; b++)
+			compare_backends(images, N, (kiln_quality)q, true, batches[b], "random");
+	for (int i = 0; i < N; i++)
+		kiln_image_free(&images[i]);
+}
+
+Test(texenc_gpu, cli_gpu_and_cpu_files_are_identical, .timeout = 600)
+{
+	require_gpu();
+	const char *bin = getenv("KILN_BIN") ? getenv("KILN_BIN") : "build/kiln";
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd,
+		 "set -e; d=$(mktemp -d); %s samples -o $d/in; "
+		 "%s encode -q --mipmaps --device cpu $d/in/*.png %s/kodak/kodim0[1-4].png -o $d/cpu; "
+		 "%s encode -q --mipmaps --device gpu $d/in/*.png %s/kodak/kodim0[1-4].png -o $d/gpu; "
+		 "%s encode -q --container ktx2 --quality fast --device gpu:0 $d/in/*.png -o $d/gpuk; "
+		 "%s encode -q --container ktx2 --quality fast --device cpu $d/in/*.png -o $d/cpuk; "
+		 "diff -r $d/cpu $d/gpu; diff -r $d/cpuk $d/gpuk; rm -rf $d",
+		 bin, bin, shared_dir(), bin, shared_dir(), bin, bin);
+	cr_expect_eq(system(cmd), 0, "kiln encode --device gpu must write the same files as --device cpu");
+}
