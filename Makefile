@@ -13,7 +13,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CFLAGS_COMMON = -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off \
                 -fno-fast-math -pthread -I. -MMD -MP
 CFLAGS  ?=
-LDLIBS  = -lpng -lz -ljansson -lcurl -lcrypto -lm -pthread
+LDLIBS  = -lpng -lz -ljansson -lcurl -lcrypto -lzmq -lmicrohttpd -lm -pthread
 NVFLAGS = -O3 -std=c++17 -fmad=false -I. -lineinfo \
           -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 \
           -Xcompiler -ffp-contract=off -MMD -MP
