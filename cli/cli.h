@@ -2,7 +2,7 @@
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
-#define KILN_VERSION "0.1.0"
+#include "common/version.h"
 
 /* Exit codes: 0 all done; 1 some inputs failed (the rest were written); 2 usage error;
  * 3 nothing could run (device, I/O setup). */
