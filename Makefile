@@ -29,7 +29,7 @@ ifneq ($(NVCC),)
   HAVE_CUDA := 1
   CFLAGS_COMMON += -DKILN_HAVE_CUDA
   CU_OBJS   := $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -lstdc++ -ldl -lrt
 else
   CU_OBJS   :=
 endif
