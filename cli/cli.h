@@ -12,5 +12,13 @@ int cli_encode(int argc, char **argv);
 int cli_decode(int argc, char **argv);
 int cli_samples(int argc, char **argv);
 int cli_devices(int argc, char **argv);
+int cli_scheduler(int argc, char **argv);
+int cli_submit(int argc, char **argv);
+int cli_status(int argc, char **argv);
+int cli_wait(int argc, char **argv);
+int cli_cancel(int argc, char **argv);
+int cli_failures(int argc, char **argv);
+int cli_jobs(int argc, char **argv);
+int cli_worker(int argc, char **argv);
 
 #endif

@@ -13,6 +13,14 @@ static const struct {
 	{"decode", cli_decode, "decode a kiln texture (DDS, KTX 2.0) back to PNG"},
 	{"samples", cli_samples, "write generated sample PNG images into a directory"},
 	{"devices", cli_devices, "list the compute devices kiln can use"},
+	{"scheduler", cli_scheduler, "run the job scheduler: REST API, journal, dispatch to workers"},
+	{"submit", cli_submit, "submit a job to a scheduler and print its id"},
+	{"status", cli_status, "show a job's state and progress"},
+	{"wait", cli_wait, "wait for a job to end, with a progress bar"},
+	{"cancel", cli_cancel, "cancel a job"},
+	{"failures", cli_failures, "list a job's failed items and why"},
+	{"jobs", cli_jobs, "list a scheduler's jobs"},
+	{"worker", cli_worker, "run a worker node: take shards from a scheduler and encode them"},
 };
 
 static void usage(FILE *out)

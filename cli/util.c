@@ -56,12 +56,9 @@ void cli_progress_start(cli_progress *p, size_t total, bool quiet)
 	p->last_draw = 0;
 }
 
-static void draw(cli_progress *p, size_t done, size_t failed)
+static void draw_line(cli_progress *p, size_t done, size_t failed, double rate, double eta)
 {
 	const int width = 30;
-	double elapsed = cli_now() - p->start;
-	double rate = elapsed > 0 ? (double)done / elapsed : 0;
-	double eta = rate > 0 ? (double)(p->total - done) / rate : 0;
 	int filled = p->total ? (int)((double)done / (double)p->total * width) : width;
 	char bar[64];
 	for (int i = 0; i < width; i++)
@@ -73,11 +70,26 @@ static void draw(cli_progress *p, size_t done, size_t failed)
 	p->last_draw = cli_now();
 }
 
+static void draw(cli_progress *p, size_t done, size_t failed)
+{
+	double elapsed = cli_now() - p->start;
+	double rate = elapsed > 0 ? (double)done / elapsed : 0;
+	double eta = rate > 0 ? (double)(p->total - done) / rate : 0;
+	draw_line(p, done, failed, rate, eta);
+}
+
 void cli_progress_update(cli_progress *p, size_t done, size_t failed)
 {
 	/* ten redraws a second at most: a terminal is slow */
 	if (p->enabled && (cli_now() - p->last_draw > 0.1 || done == p->total))
 		draw(p, done, failed);
+}
+
+void cli_progress_show(cli_progress *p, size_t total, size_t done, size_t failed, double rate, double eta)
+{
+	p->total = total;
+	if (p->enabled)
+		draw_line(p, done, failed, rate, eta);
 }
 
 void cli_progress_finish(cli_progress *p)

@@ -27,6 +27,8 @@ typedef struct cli_progress {
 void cli_progress_start(cli_progress *p, size_t total, bool quiet);
 void cli_progress_update(cli_progress *p, size_t done, size_t failed);
 void cli_progress_finish(cli_progress *p);
+/* Draws the bar with figures measured elsewhere (a scheduler's rate and ETA). */
+void cli_progress_show(cli_progress *p, size_t total, size_t done, size_t failed, double rate, double eta);
 
 /* Monotonic seconds. */
 double cli_now(void);

@@ -188,7 +188,7 @@ Test(cli, bad_inputs_fail_alone_and_json_reports_them)
 
 Test(cli, refuses_colliding_outputs_and_missing_gpu)
 {
-	char cmd[256];
+	char cmd[512];
 	snprintf(cmd, sizeof cmd, "mkdir -p %s/a %s/b && cp %s/in/pixel.png %s/a/ && cp %s/in/pixel.png %s/b/",
 		 dir, dir, dir, dir, dir, dir);
 	cr_assert_eq(system(cmd), 0);

@@ -1,0 +1,180 @@
+/* kiln worker: runs one worker node, connected to a scheduler (worker/client.h); with
+ * --health, only checks that it could (for container probes). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/util.h"
+#include "common/log.h"
+#include "common/storage.h"
+#include "worker/client.h"
+#include "worker/devices.h"
+
+static const char usage_text[] =
+	"usage: kiln worker --connect tcp://HOST:PORT [OPTIONS]\n"
+	"\n"
+	"Run a worker: take shards from the scheduler, encode them on this node's devices,\n"
+	"write the outputs to storage (file:// or s3://, credentials from the AWS_* variables)\n"
+	"and report each item. SIGINT or SIGTERM finishes the shards in progress (a second one\n"
+	"hands them back at once), says bye and exits 0.\n"
+	"\n"
+	"options:\n"
+	"  --connect ENDPOINT            the scheduler's worker endpoint (required)\n"
+	"  --devices all|cpu|0,1,...     devices to use (default all: every GPU, else the CPU)\n"
+	"  --slots N                     shards held at once, 1..1024 (default 2 per device)\n"
+	"  --curve-server-key FILE       the scheduler's CURVE public key (Z85 text)\n"
+	"  --curve-secret FILE           this worker's CURVE secret key (Z85 text)\n"
+	"  --health                      check that the worker can start, then exit (0: yes)\n"
+	"  -h, --help                    this text\n"
+	"\n"
+	"exit status: 0 stopped cleanly or healthy, 2 usage error, 3 could not start\n";
+
+typedef struct worker_args {
+	const char *connect;
+	const char *devices;
+	long slots;
+	const char *server_key_file;
+	const char *secret_key_file;
+	bool health;
+} worker_args;
+
+enum { OPT_CONNECT = 256, OPT_DEVICES, OPT_SLOTS, OPT_SERVER_KEY, OPT_SECRET, OPT_HEALTH };
+
+static int parse_args(int argc, char **argv, worker_args *a)
+{
+	static const struct option longopts[] = {
+		{"connect", required_argument, NULL, OPT_CONNECT},
+		{"devices", required_argument, NULL, OPT_DEVICES},
+		{"slots", required_argument, NULL, OPT_SLOTS},
+		{"curve-server-key", required_argument, NULL, OPT_SERVER_KEY},
+		{"curve-secret", required_argument, NULL, OPT_SECRET},
+		{"health", no_argument, NULL, OPT_HEALTH},
+		{"help", no_argument, NULL, 'h'},
+		{0, 0, 0, 0},
+	};
+	memset(a, 0, sizeof *a);
+	a->devices = "all";
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_CONNECT: a->connect = optarg; break;
+		case OPT_DEVICES: a->devices = optarg; break;
+		case OPT_SLOTS:
+			if (!cli_parse_long("worker", "--slots", optarg, 1, 1024, &a->slots))
+				return CLI_EXIT_USAGE;
+			break;
+		case OPT_SERVER_KEY: a->server_key_file = optarg; break;
+		case OPT_SECRET: a->secret_key_file = optarg; break;
+		case OPT_HEALTH: a->health = true; break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return -1;
+		default:
+			fprintf(stderr, "kiln worker: see 'kiln worker --help'\n");
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kiln worker: unexpected argument '%s'\n", argv[optind]);
+		return CLI_EXIT_USAGE;
+	}
+	if (!a->connect && !a->health) {
+		fprintf(stderr, "kiln worker: give the scheduler with --connect tcp://HOST:PORT\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (!a->server_key_file != !a->secret_key_file) {
+		fprintf(stderr, "kiln worker: CURVE needs both --curve-server-key and --curve-secret\n");
+		return CLI_EXIT_USAGE;
+	}
+	return CLI_EXIT_OK;
+}
+
+static kiln_client *volatile running;  /* read by the signal handler */
+
+static void on_signal(int sig)
+{
+	if (running)
+		kiln_client_stop(running);
+}
+
+/* Everything the worker needs before it can talk to a scheduler: devices, keys, storage
+ * settings. Shared by --health and the real start, so the probe checks what starts. */
+static int prepare(const worker_args *a, kiln_client_config *cfg, char *server_key, char *secret_key)
+{
+	char msg[512];
+	kiln_client_config_init(cfg);
+	cfg->endpoint = a->connect;
+	cfg->slots = (unsigned)a->slots;
+	kiln_pipeline_config *pc = &cfg->pipeline;
+	kiln_status st = kiln_worker_devices_parse(a->devices, pc->devices, KILN_PIPELINE_MAX_DEVICES,
+						   &pc->ndevices, msg, sizeof msg);
+	if (st == KILN_ERR_INVALID_ARG) {
+		fprintf(stderr, "kiln worker: --devices: %s\n", msg);
+		return CLI_EXIT_USAGE;
+	}
+	if (st == KILN_OK)
+		st = kiln_worker_devices_check(pc->devices, pc->ndevices, msg, sizeof msg);
+	if (st != KILN_OK) {
+		fprintf(stderr, "kiln worker: %s\n", msg);
+		return CLI_EXIT_FATAL;
+	}
+	if (a->server_key_file) {
+		if (kiln_curve_key_load(a->server_key_file, server_key, msg, sizeof msg) != KILN_OK ||
+		    kiln_curve_key_load(a->secret_key_file, secret_key, msg, sizeof msg) != KILN_OK) {
+			fprintf(stderr, "kiln worker: %s\n", msg);
+			return CLI_EXIT_FATAL;
+		}
+		cfg->curve_server_key = server_key;
+		cfg->curve_secret_key = secret_key;
+	}
+	kiln_storage *storage = NULL;
+	st = kiln_storage_create(NULL, &storage, msg, sizeof msg);
+	kiln_storage_destroy(storage);
+	if (st != KILN_OK) {
+		fprintf(stderr, "kiln worker: storage settings: %s\n", msg);
+		return CLI_EXIT_FATAL;
+	}
+	return CLI_EXIT_OK;
+}
+
+int cli_worker(int argc, char **argv)
+{
+	worker_args a;
+	int rc = parse_args(argc, argv, &a);
+	if (rc != CLI_EXIT_OK)
+		return rc < 0 ? CLI_EXIT_OK : rc;
+	kiln_client_config cfg;
+	char server_key[KILN_CURVE_KEY_LEN + 1], secret_key[KILN_CURVE_KEY_LEN + 1];
+	kiln_client *client = NULL;
+	rc = prepare(&a, &cfg, server_key, secret_key);
+	if (rc != CLI_EXIT_OK || a.health) {
+		if (rc == CLI_EXIT_OK)
+			printf("ok: the worker can start (%zu device%s)\n", cfg.pipeline.ndevices,
+			       cfg.pipeline.ndevices == 1 ? "" : "s");
+		goto fail;
+	}
+	char msg[512];
+	if (kiln_client_create(&cfg, &client, msg, sizeof msg) != KILN_OK) {
+		fprintf(stderr, "kiln worker: %s\n", msg);
+		rc = CLI_EXIT_FATAL;
+		goto fail;
+	}
+	running = client;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	rc = kiln_client_run(client) == KILN_OK ? CLI_EXIT_OK : CLI_EXIT_FATAL;
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	running = NULL;
+fail:
+	kiln_client_destroy(client);
+	explicit_bzero(secret_key, sizeof secret_key);
+	return rc;
+}

@@ -1,0 +1,532 @@
+/* The worker pipeline in-process, without sockets: shards of good and bad inputs over
+ * file:// storage, reports collected by a fake callback; a fake storage to hold fetches
+ * (cancel), slow them (overlap of stages) or refuse uploads. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "common/container.h"
+#include "common/fileio.h"
+#include "common/png_io.h"
+#include "worker/pipeline.h"
+
+#define MAX_REPORTS 64
+#define MAX_ITEMS 256
+
+static char dir[64];
+
+/* What the fake report callback saw: a copy of every shard result. */
+typedef struct report {
+	char job[64], shard[64];
+	uint64_t lease;
+	size_t count;
+	kiln_item_result items[MAX_ITEMS];
+} report;
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	report reports[MAX_REPORTS];
+	size_t n;
+} seen = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static void on_report(void *ctx, const kiln_shard_result *r)
+{
+	pthread_mutex_lock(&seen.lock);
+	if (seen.n < MAX_REPORTS && r->count <= MAX_ITEMS) {
+		report *c = &seen.reports[seen.n];
+		snprintf(c->job, sizeof c->job, "%s", r->job);
+		snprintf(c->shard, sizeof c->shard, "%s", r->shard);
+		c->lease = r->lease;
+		c->count = r->count;
+		memcpy(c->items, r->items, r->count * sizeof *r->items);
+	}
+	seen.n++;
+	pthread_cond_broadcast(&seen.cond);
+	pthread_mutex_unlock(&seen.lock);
+}
+
+/* Waits for n reports in all (10 s at most). */
+static void wait_reports(size_t n)
+{
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 10;
+	pthread_mutex_lock(&seen.lock);
+	while (seen.n < n && pthread_cond_timedwait(&seen.cond, &seen.lock, &deadline) == 0)
+		;
+	size_t got = seen.n;
+	pthread_mutex_unlock(&seen.lock);
+	cr_assert_eq(got, n, "expected %zu shard reports, got %zu", n, got);
+}
+
+static const report *find_report(const char *shard)
+{
+	for (size_t i = 0; i < seen.n && i < MAX_REPORTS; i++)
+		if (strcmp(seen.reports[i].shard, shard) == 0)
+			return &seen.reports[i];
+	cr_assert_fail("no report for shard %s", shard);
+	return NULL;
+}
+
+static void write_png(const char *name, uint32_t w, uint32_t h, bool alpha)
+{
+	kiln_image img;
+	cr_assert_eq(kiln_image_alloc(&img, w, h, NULL), KILN_OK);
+	img.has_alpha = alpha;
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < w; x++) {
+			uint8_t *p = kiln_image_row(&img, y) + 4 * x;
+			p[0] = (uint8_t)(x * 7), p[1] = (uint8_t)(y * 5), p[2] = (uint8_t)(x ^ y);
+			p[3] = alpha ? (uint8_t)(x * 255 / w) : 255;
+		}
+	char path[256];
+	snprintf(path, sizeof path, "%s/in/%s", dir, name);
+	cr_assert_eq(kiln_png_write_file(path, &img), KILN_OK);
+	kiln_image_free(&img);
+}
+
+static void write_bytes(const char *name, const void *data, size_t len)
+{
+	char path[256];
+	snprintf(path, sizeof path, "%s/in/%s", dir, name);
+	cr_assert_eq(kiln_file_write_atomic(path, data, len), KILN_OK);
+}
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/kiln-wpipe-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	char in[128];
+	snprintf(in, sizeof in, "%s/in", dir);
+	cr_assert_eq(kiln_mkdir_p(in), KILN_OK);
+	write_png("a.png", 64, 48, false);
+	write_png("b.png", 33, 17, true);
+	write_png("big.png", 200, 200, false);
+	/* a PNG cut in the middle of its data */
+	kiln_buf f;
+	kiln_buf_init(&f, 1 << 20);
+	char path[256];
+	snprintf(path, sizeof path, "%s/in/a.png", dir);
+	cr_assert_eq(kiln_buf_read_file(&f, path), KILN_OK);
+	write_bytes("truncated.png", f.data, f.len / 2);
+	kiln_buf_free(&f);
+	write_bytes("garbage.png", "this is not a png at all", 24);
+	seen.n = 0;
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	(void)system(cmd);
+}
+
+/* Item i of a shard: input dir/in/NAME, output dir/out/SHARD/i.EXT. */
+typedef struct shard_builder {
+	kiln_shard_item items[MAX_ITEMS];
+	char inputs[MAX_ITEMS][256];
+	char outputs[MAX_ITEMS][256];
+	size_t n;
+} shard_builder;
+
+static void add_item(shard_builder *b, const char *shard, const char *input, const char *ext)
+{
+	size_t i = b->n++;
+	snprintf(b->inputs[i], sizeof b->inputs[i], "%s/in/%s", dir, input);
+	snprintf(b->outputs[i], sizeof b->outputs[i], "file://%s/out/%s/%zu.%s", dir, shard, i, ext);
+	b->items[i] = (kiln_shard_item){.id = 1000 + i, .input = b->inputs[i], .output = b->outputs[i]};
+}
+
+static kiln_shard_spec spec_of(const shard_builder *b, const char *job, const char *shard)
+{
+	kiln_shard_spec s = {.job = job, .shard = shard, .lease = 7, .container = KILN_CONTAINER_DDS,
+			     .items = b->items, .count = b->n};
+	kiln_texenc_opts_default(&s.opts);
+	s.opts.quality = KILN_QUALITY_FAST;
+	return s;
+}
+
+static kiln_pipeline *start(kiln_pipeline_config *cfg)
+{
+	cfg->report = on_report;
+	cfg->cpu_threads = 2;
+	cfg->decode_threads = 2;
+	kiln_pipeline *p;
+	char msg[256];
+	cr_assert_eq(kiln_pipeline_create(cfg, &p, msg, sizeof msg), KILN_OK, "%s", msg);
+	return p;
+}
+
+/* Reads an output back through the container reader. */
+static void check_output(const char *uri, uint32_t w, uint32_t h, uint64_t bytes)
+{
+	const char *path = strncmp(uri, "file://", 7) == 0 ? uri + 7 : uri;
+	kiln_buf f;
+	kiln_buf_init(&f, 1 << 24);
+	cr_assert_eq(kiln_buf_read_file(&f, path), KILN_OK, "%s", path);
+	kiln_texture tex;
+	cr_assert_eq(kiln_container_read(f.data, f.len, &tex), KILN_OK, "%s", path);
+	cr_expect_eq(tex.levels[0].width, w, "%s", path);
+	cr_expect_eq(tex.levels[0].height, h, "%s", path);
+	cr_expect_eq(f.len, bytes, "%s: reported %llu bytes, file has %zu", path, (unsigned long long)bytes, f.len);
+	kiln_buf_free(&f);
+}
+
+TestSuite(worker_pipeline, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(worker_pipeline, bad_items_fail_alone_and_good_outputs_are_written)
+{
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	cfg.limits.max_pixels = 100 * 100; /* big.png (200x200) is over it */
+	kiln_pipeline *p = start(&cfg);
+	shard_builder b = {.n = 0};
+	add_item(&b, "s1", "a.png", "dds");
+	add_item(&b, "s1", "truncated.png", "dds");
+	add_item(&b, "s1", "b.png", "dds");
+	add_item(&b, "s1", "garbage.png", "dds");
+	add_item(&b, "s1", "missing.png", "dds");
+	add_item(&b, "s1", "big.png", "dds");
+	add_item(&b, "s1", "a.png", "dds");
+	kiln_shard_spec spec = spec_of(&b, "j1", "j1.s1");
+	cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
+	wait_reports(1);
+	cr_expect(kiln_pipeline_wait_idle(p, 1000));
+	const report *r = find_report("j1.s1");
+	cr_assert_eq(r->count, 7);
+	cr_expect_str_eq(r->job, "j1");
+	cr_expect_eq(r->lease, 7);
+	static const bool ok[] = {true, false, true, false, false, false, true};
+	for (size_t i = 0; i < 7; i++) {
+		const kiln_item_result *it = &r->items[i];
+		cr_expect_eq(it->id, 1000 + i);
+		cr_expect_eq(it->status == KILN_OK, ok[i], "item %zu: %s", i, it->error);
+		cr_expect_eq(it->error[0] == '\0', ok[i], "item %zu: '%s'", i, it->error);
+		cr_expect(!it->cancelled);
+	}
+	check_output(b.outputs[0], 64, 48, r->items[0].bytes);
+	check_output(b.outputs[2], 33, 17, r->items[2].bytes);
+	check_output(b.outputs[6], 64, 48, r->items[6].bytes);
+	cr_expect_gt(r->items[0].bytes_in, 0);
+	cr_expect_eq(r->items[4].bytes_in, 0, "a missing input has no size");
+	cr_expect(strstr(r->items[1].error, "truncated") || strstr(r->items[1].error, "corrupt"), "%s",
+		  r->items[1].error);
+	cr_expect(strstr(r->items[3].error, "PNG") != NULL, "%s", r->items[3].error);
+	cr_expect(strstr(r->items[4].error, "missing.png") != NULL, "%s", r->items[4].error);
+	cr_expect(strstr(r->items[5].error, "200x200") != NULL, "%s", r->items[5].error);
+	cr_expect_eq(r->items[5].status, KILN_ERR_TOO_LARGE);
+	/* the failed items wrote nothing */
+	char path[256];
+	snprintf(path, sizeof path, "%s/out/s1/1.dds", dir);
+	cr_expect_neq(access(path, F_OK), 0);
+	kiln_pipeline_destroy(p);
+}
+
+Test(worker_pipeline, many_shards_with_mixed_options_each_reported_once)
+{
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	cfg.batch = 4; /* several batches per shard, and option changes between them */
+	kiln_pipeline *p = start(&cfg);
+	enum { SHARDS = 6, PER = 9 };
+	static shard_builder b[SHARDS];
+	char names[SHARDS][16];
+	for (int s = 0; s < SHARDS; s++) {
+		snprintf(names[s], sizeof names[s], "j2.s%d", s);
+		b[s].n = 0;
+		for (int i = 0; i < PER; i++)
+			add_item(&b[s], names[s], i % 2 ? "a.png" : "b.png", s % 2 ? "ktx2" : "dds");
+		kiln_shard_spec spec = spec_of(&b[s], "j2", names[s]);
+		spec.container = s % 2 ? KILN_CONTAINER_KTX2 : KILN_CONTAINER_DDS;
+		spec.opts.mipmaps = s % 3 == 0;
+		cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
+	}
+	wait_reports(SHARDS);
+	for (int s = 0; s < SHARDS; s++) {
+		const report *r = find_report(names[s]);
+		cr_assert_eq(r->count, PER);
+		for (int i = 0; i < PER; i++) {
+			cr_expect_eq(r->items[i].status, KILN_OK, "%s item %d: %s", names[s], i, r->items[i].error);
+			const char *path = b[s].outputs[i] + 7;
+			kiln_buf f;
+			kiln_buf_init(&f, 1 << 20);
+			cr_assert_eq(kiln_buf_read_file(&f, path), KILN_OK, "%s", path);
+			kiln_texture tex;
+			cr_assert_eq(kiln_container_read(f.data, f.len, &tex), KILN_OK);
+			cr_expect_eq(kiln_container_detect(f.data, f.len), s % 2 ? KILN_CONTAINER_KTX2 : KILN_CONTAINER_DDS);
+			uint32_t w = i % 2 ? 64 : 33, h = i % 2 ? 48 : 17;
+			cr_expect_eq(tex.num_levels, s % 3 == 0 ? kiln_mip_count(w, h) : 1u, "%s", path);
+			cr_expect_eq(tex.format, i % 2 ? KILN_TEXFMT_BC1_RGB : KILN_TEXFMT_BC1_RGBA);
+			kiln_buf_free(&f);
+		}
+	}
+	cr_expect(kiln_pipeline_wait_idle(p, 2000));
+	cr_expect_eq(kiln_pipeline_active(p), 0);
+	kiln_pipeline_destroy(p);
+}
+
+Test(worker_pipeline, rejected_and_empty_shards_are_reported)
+{
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	kiln_pipeline *p = start(&cfg);
+	shard_builder b = {.n = 0};
+	add_item(&b, "r", "a.png", "dds");
+	add_item(&b, "r", "b.png", "dds");
+	kiln_shard_spec spec = spec_of(&b, "j3", "j3.rejected");
+	spec.reject = KILN_ERR_UNSUPPORTED;
+	spec.reject_msg = "format 'astc' is not supported by this worker";
+	cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
+	kiln_shard_spec empty = spec_of(&b, "j3", "j3.empty");
+	empty.count = 0;
+	cr_assert_eq(kiln_pipeline_submit(p, &empty), KILN_OK);
+	wait_reports(2);
+	const report *r = find_report("j3.rejected");
+	cr_assert_eq(r->count, 2);
+	for (int i = 0; i < 2; i++) {
+		cr_expect_eq(r->items[i].status, KILN_ERR_UNSUPPORTED);
+		cr_expect_str_eq(r->items[i].error, "format 'astc' is not supported by this worker");
+	}
+	cr_expect_eq(find_report("j3.empty")->count, 0);
+	kiln_pipeline_destroy(p);
+}
+
+Test(worker_pipeline, tiny_pixel_budget_still_runs_every_image)
+{
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	cfg.pixel_budget = 1; /* every image is larger than the budget: one at a time */
+	kiln_pipeline *p = start(&cfg);
+	shard_builder b = {.n = 0};
+	for (int i = 0; i < 12; i++)
+		add_item(&b, "t", i % 3 ? "a.png" : "big.png", "dds");
+	kiln_shard_spec spec = spec_of(&b, "j4", "j4.s");
+	cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
+	wait_reports(1);
+	const report *r = find_report("j4.s");
+	for (int i = 0; i < 12; i++)
+		cr_expect_eq(r->items[i].status, KILN_OK, "%d: %s", i, r->items[i].error);
+	kiln_pipeline_destroy(p);
+}
+
+/* ---- fake storage ---- */
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool gate_open;       /* gets wait while closed */
+	unsigned get_delay_ms;
+	unsigned put_delay_ms;
+	int gets_in_flight, puts_in_flight;
+	int max_gets_in_flight;
+	bool put_overlapped_get;
+	bool fail_puts;
+} fake = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static kiln_status fake_get_many(void *ctx, kiln_storage_get_item *items, size_t count)
+{
+	pthread_mutex_lock(&fake.lock);
+	while (!fake.gate_open)
+		pthread_cond_wait(&fake.cond, &fake.lock);
+	fake.gets_in_flight++;
+	if (fake.gets_in_flight > fake.max_gets_in_flight)
+		fake.max_gets_in_flight = fake.gets_in_flight;
+	pthread_mutex_unlock(&fake.lock);
+	sleep_ms(fake.get_delay_ms * (unsigned)count);
+	for (size_t i = 0; i < count; i++) {
+		items[i].status = kiln_buf_read_file(items[i].out, items[i].uri);
+		snprintf(items[i].msg, sizeof items[i].msg, "%s", items[i].status ? "fake get failed" : "");
+	}
+	pthread_mutex_lock(&fake.lock);
+	fake.gets_in_flight--;
+	pthread_mutex_unlock(&fake.lock);
+	return KILN_OK;
+}
+
+static kiln_status fake_put_many(void *ctx, kiln_storage_put_item *items, size_t count)
+{
+	pthread_mutex_lock(&fake.lock);
+	fake.puts_in_flight++;
+	fake.put_overlapped_get |= fake.gets_in_flight > 0;
+	pthread_mutex_unlock(&fake.lock);
+	sleep_ms(fake.put_delay_ms * (unsigned)count);
+	for (size_t i = 0; i < count; i++) {
+		items[i].status = fake.fail_puts ? KILN_ERR_PERMISSION : KILN_OK;
+		snprintf(items[i].msg, sizeof items[i].msg, "%s", fake.fail_puts ? "fake put: access denied" : "");
+	}
+	pthread_mutex_lock(&fake.lock);
+	fake.puts_in_flight--;
+	pthread_mutex_unlock(&fake.lock);
+	return KILN_OK;
+}
+
+static const kiln_pipeline_storage fake_storage = {fake_get_many, fake_put_many, NULL};
+
+static void fake_reset(bool gate_open)
+{
+	pthread_mutex_lock(&fake.lock);
+	fake.gate_open = gate_open;
+	fake.get_delay_ms = fake.put_delay_ms = 0;
+	fake.gets_in_flight = fake.puts_in_flight = fake.max_gets_in_flight = 0;
+	fake.put_overlapped_get = false;
+	fake.fail_puts = false;
+	pthread_mutex_unlock(&fake.lock);
+}
+
+static void fake_open_gate(void)
+{
+	pthread_mutex_lock(&fake.lock);
+	fake.gate_open = true;
+	pthread_cond_broadcast(&fake.cond);
+	pthread_mutex_unlock(&fake.lock);
+}
+
+/* Plain paths: the fake reads them directly. */
+static void add_plain_item(shard_builder *b, const char *input)
+{
+	size_t i = b->n++;
+	snprintf(b->inputs[i], sizeof b->inputs[i], "%s/in/%s", dir, input);
+	snprintf(b->outputs[i], sizeof b->outputs[i], "unused-%zu", i);
+	b->items[i] = (kiln_shard_item){.id = i, .input = b->inputs[i], .output = b->outputs[i]};
+}
+
+Test(worker_pipeline, cancel_drops_the_queued_items_of_one_job)
+{
+	fake_reset(false);
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	cfg.storage = &fake_storage;
+	kiln_pipeline *p = start(&cfg);
+	static shard_builder a, b;
+	a.n = b.n = 0;
+	for (int i = 0; i < 40; i++)
+		add_plain_item(&a, "a.png");
+	for (int i = 0; i < 3; i++)
+		add_plain_item(&b, "b.png");
+	kiln_shard_spec sa = spec_of(&a, "doomed", "doomed.s0"), sb = spec_of(&b, "kept", "kept.s0");
+	cr_assert_eq(kiln_pipeline_submit(p, &sa), KILN_OK);
+	cr_assert_eq(kiln_pipeline_submit(p, &sb), KILN_OK);
+	cr_expect_eq(kiln_pipeline_active(p), 2);
+	cr_expect_eq(kiln_pipeline_cancel(p, "doomed"), 1);
+	cr_expect_eq(kiln_pipeline_cancel(p, "nobody"), 0);
+	fake_open_gate();
+	wait_reports(2);
+	const report *r = find_report("doomed.s0");
+	for (int i = 0; i < 40; i++) {
+		cr_expect(r->items[i].cancelled, "item %d", i);
+		cr_expect_neq(r->items[i].status, KILN_OK);
+		cr_expect_str_eq(r->items[i].error, "cancelled");
+	}
+	r = find_report("kept.s0");
+	for (int i = 0; i < 3; i++)
+		cr_expect_eq(r->items[i].status, KILN_OK, "%d: %s", i, r->items[i].error);
+	kiln_pipeline_destroy(p);
+}
+
+Test(worker_pipeline, slow_storage_overlaps_fetch_and_upload)
+{
+	fake_reset(true);
+	fake.get_delay_ms = 15;
+	fake.put_delay_ms = 15;
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	cfg.storage = &fake_storage;
+	kiln_pipeline *p = start(&cfg);
+	static shard_builder b;
+	b.n = 0;
+	for (int i = 0; i < 96; i++)
+		add_plain_item(&b, "b.png");
+	kiln_shard_spec spec = spec_of(&b, "j5", "j5.s");
+	cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
+	wait_reports(1);
+	const report *r = find_report("j5.s");
+	for (int i = 0; i < 96; i++)
+		cr_expect_eq(r->items[i].status, KILN_OK, "%d: %s", i, r->items[i].error);
+	cr_expect_gt(fake.max_gets_in_flight, 1, "fetches should run in parallel");
+	cr_expect(fake.put_overlapped_get, "uploads should start while fetches are still running");
+	kiln_pipeline_destroy(p);
+}
+
+Test(worker_pipeline, failed_uploads_are_item_errors)
+{
+	fake_reset(true);
+	fake.fail_puts = true;
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	cfg.storage = &fake_storage;
+	kiln_pipeline *p = start(&cfg);
+	shard_builder b = {.n = 0};
+	add_plain_item(&b, "a.png");
+	add_plain_item(&b, "garbage.png");
+	kiln_shard_spec spec = spec_of(&b, "j6", "j6.s");
+	cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
+	wait_reports(1);
+	const report *r = find_report("j6.s");
+	cr_expect_eq(r->items[0].status, KILN_ERR_PERMISSION);
+	cr_expect_str_eq(r->items[0].error, "fake put: access denied");
+	cr_expect_eq(r->items[1].status, KILN_ERR_CORRUPT, "%s", r->items[1].error);
+	kiln_pipeline_destroy(p);
+}
+
+Test(worker_pipeline, destroy_reports_what_was_still_queued)
+{
+	fake_reset(true);
+	fake.get_delay_ms = 5;
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	cfg.storage = &fake_storage;
+	kiln_pipeline *p = start(&cfg);
+	static shard_builder b[4];
+	char names[4][16];
+	for (int s = 0; s < 4; s++) {
+		b[s].n = 0;
+		for (int i = 0; i < 50; i++)
+			add_plain_item(&b[s], "a.png");
+		snprintf(names[s], sizeof names[s], "j7.s%d", s);
+		kiln_shard_spec spec = spec_of(&b[s], "j7", names[s]);
+		cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
+	}
+	kiln_pipeline_destroy(p);
+	cr_expect_eq(seen.n, 4, "every shard is reported before destroy returns");
+	size_t cancelled = 0;
+	for (int s = 0; s < 4; s++) {
+		const report *r = find_report(names[s]);
+		for (int i = 0; i < 50; i++) {
+			cr_expect(r->items[i].status == KILN_OK || r->items[i].cancelled);
+			cancelled += r->items[i].cancelled;
+		}
+	}
+	cr_expect_gt(cancelled, 0);
+}
+
+Test(worker_pipeline, refuses_bad_configurations)
+{
+	kiln_pipeline_config cfg;
+	kiln_pipeline *p = NULL;
+	kiln_pipeline_config_init(&cfg);
+	cfg.report = on_report;
+	cfg.batch = KILN_PIPELINE_MAX_BATCH + 1;
+	cr_expect_eq(kiln_pipeline_create(&cfg, &p, NULL, 0), KILN_ERR_INVALID_ARG);
+	kiln_pipeline_config_init(&cfg);
+	cr_expect_eq(kiln_pipeline_create(&cfg, &p, NULL, 0), KILN_ERR_INVALID_ARG, "no report callback");
+	kiln_pipeline_config_init(&cfg);
+	cfg.report = on_report;
+	cfg.devices[0].kind = KILN_DEVICE_AUTO;
+	cr_expect_eq(kiln_pipeline_create(&cfg, &p, NULL, 0), KILN_ERR_INVALID_ARG);
+	cr_expect_null(p);
+	kiln_pipeline_destroy(NULL);
+}

@@ -1,0 +1,782 @@
+/* The worker pipeline: four stages of threads joined by bounded queues of items.
+ *
+ *   submit -> [fetch queue, bounded by credits] -> fetch threads (storage get, IO_BATCH
+ *   items per call) -> [decode queue] -> decode threads (header, limits, pixel budget,
+ *   libpng) -> [encode queue] -> one thread per device (batches of same-option images
+ *   through its texenc) -> [upload queue] -> upload threads (container, storage put) -> done
+ *
+ * An item lives inside its shard's array and moves between queues by pointer; whatever
+ * stage ends it (success, failure, cancel) calls item_finish, which frees what the item
+ * still holds and, for the shard's last item, reports the shard. */
+#include "worker/pipeline.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/png_io.h"
+#include "common/pool.h"
+
+#define IO_BATCH 8  /* items per storage call: S3 runs them concurrently */
+#define DEFAULT_MAX_INPUT ((size_t)512 << 20)
+#define DEFAULT_PIXEL_BUDGET ((size_t)4 << 30)
+#define MAX_OUTPUT_BYTES ((size_t)4 << 30)  /* a 16384^2 BC1 chain is ~180 MiB: far below */
+#define CANCELLED_STATUS KILN_ERR_INVALID_ARG /* error.h has no "cancelled"; the flag says it */
+
+typedef struct shard shard;
+
+typedef struct item {
+	shard *shard;
+	size_t index;
+	char *input;
+	char *output;
+	kiln_buf data;       /* the fetched input; later the container file */
+	kiln_image image;    /* decoded pixels, between decode and encode */
+	size_t reserved;     /* pixel budget held for image */
+	kiln_texture tex;    /* encoded levels, between encode and upload */
+	struct item *next;   /* queue link */
+} item;
+
+struct shard {
+	char *job;
+	char *id;
+	uint64_t lease;
+	kiln_texenc_opts opts;
+	kiln_container container;
+	atomic_bool cancelled;
+	size_t count;
+	size_t remaining;    /* items not finished; under the pipeline lock */
+	item *items;
+	kiln_item_result *results;
+	shard *prev, *next;  /* active list */
+};
+
+typedef struct queue {
+	pthread_mutex_t lock;
+	pthread_cond_t not_empty;
+	pthread_cond_t not_full;
+	item *head, *tail;
+	size_t count;
+	size_t cap;          /* 0: unbounded */
+	bool closed;
+} queue;
+
+typedef struct stage_thread {
+	kiln_pipeline *p;
+	unsigned index;      /* the device, for encode threads */
+	pthread_t tid;
+} stage_thread;
+
+typedef struct stage {
+	queue in;
+	stage_thread *threads;
+	unsigned nthreads;
+	unsigned started;
+} stage;
+
+struct kiln_pipeline {
+	kiln_pipeline_config cfg;
+	kiln_pool *cpu_pool;     /* the CPU backend's encode pool */
+	pthread_mutex_t lock;    /* active shards, pixel budget */
+	pthread_cond_t changed;  /* a shard ended or budget was released */
+	shard *active;
+	size_t nactive;
+	size_t budget_used;
+	stage fetch, decode, encode, upload;
+};
+
+static void set_msg(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_msg(char *msg, size_t cap, const char *fmt, ...)
+{
+	if (!msg || !cap)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, cap, fmt, ap);
+	va_end(ap);
+}
+
+void kiln_pipeline_config_init(kiln_pipeline_config *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->devices[0].kind = KILN_DEVICE_CPU;
+	cfg->ndevices = 1;
+	cfg->fetch_threads = 4;
+	cfg->upload_threads = 4;
+	cfg->batch = KILN_PIPELINE_MAX_BATCH;
+	kiln_image_limits_default(&cfg->limits);
+	cfg->max_input_bytes = DEFAULT_MAX_INPUT;
+	cfg->pixel_budget = DEFAULT_PIXEL_BUDGET;
+}
+
+/* ---- queues ---- */
+
+static kiln_status queue_init(queue *q, size_t cap)
+{
+	memset(q, 0, sizeof *q);
+	q->cap = cap;
+	if (pthread_mutex_init(&q->lock, NULL) != 0)
+		return KILN_ERR_NOMEM;
+	pthread_cond_init(&q->not_empty, NULL);
+	pthread_cond_init(&q->not_full, NULL);
+	return KILN_OK;
+}
+
+static void queue_destroy(queue *q)
+{
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->not_empty);
+	pthread_cond_destroy(&q->not_full);
+}
+
+/* Blocks while the queue is full. false when it is closed (the item was not queued). */
+static bool queue_push(queue *q, item *it)
+{
+	pthread_mutex_lock(&q->lock);
+	while (q->cap && q->count >= q->cap && !q->closed)
+		pthread_cond_wait(&q->not_full, &q->lock);
+	bool ok = !q->closed;
+	if (ok) {
+		it->next = NULL;
+		if (q->tail)
+			q->tail->next = it;
+		else
+			q->head = it;
+		q->tail = it;
+		q->count++;
+		pthread_cond_signal(&q->not_empty);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return ok;
+}
+
+/* Takes at least one and at most max items, waiting for the first; further items are
+ * taken only while they are already queued and match(first, next) holds (NULL: any).
+ * Returns 0 once the queue is closed and empty. */
+static size_t queue_pop(queue *q, item **out, size_t max, bool (*match)(const item *, const item *))
+{
+	pthread_mutex_lock(&q->lock);
+	while (!q->head && !q->closed)
+		pthread_cond_wait(&q->not_empty, &q->lock);
+	size_t n = 0;
+	while (q->head && n < max && (n == 0 || !match || match(out[0], q->head))) {
+		out[n++] = q->head;
+		q->head = q->head->next;
+		q->count--;
+	}
+	if (!q->head)
+		q->tail = NULL;
+	if (n)
+		pthread_cond_broadcast(&q->not_full);
+	if (q->head) /* what we left is for another consumer */
+		pthread_cond_signal(&q->not_empty);
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+static void queue_close(queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->closed = true;
+	pthread_cond_broadcast(&q->not_empty);
+	pthread_cond_broadcast(&q->not_full);
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* Unlinks every queued item of a cancelled shard; returns them as a list. */
+static item *queue_take_cancelled(queue *q)
+{
+	item *taken = NULL, **tail = &taken;
+	pthread_mutex_lock(&q->lock);
+	item **link = &q->head;
+	q->tail = NULL;
+	while (*link) {
+		item *it = *link;
+		if (atomic_load(&it->shard->cancelled)) {
+			*link = it->next;
+			it->next = NULL;
+			*tail = it;
+			tail = &it->next;
+			q->count--;
+		} else {
+			q->tail = it;
+			link = &it->next;
+		}
+	}
+	pthread_cond_broadcast(&q->not_full);
+	pthread_mutex_unlock(&q->lock);
+	return taken;
+}
+
+/* ---- pixel budget ---- */
+
+/* Waits until `bytes` fit in the budget; an image larger than the whole budget waits for
+ * an empty budget instead of forever. */
+static size_t budget_acquire(kiln_pipeline *p, size_t bytes)
+{
+	pthread_mutex_lock(&p->lock);
+	while (p->budget_used > 0 &&
+	       (p->budget_used >= p->cfg.pixel_budget || bytes > p->cfg.pixel_budget - p->budget_used))
+		pthread_cond_wait(&p->changed, &p->lock);
+	p->budget_used += bytes;
+	pthread_mutex_unlock(&p->lock);
+	return bytes;
+}
+
+static void budget_release(kiln_pipeline *p, size_t bytes)
+{
+	if (!bytes)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->budget_used -= bytes;
+	pthread_cond_broadcast(&p->changed);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- shards and items ---- */
+
+static void shard_free(shard *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->count; i++) {
+		free(s->items[i].input);
+		free(s->items[i].output);
+	}
+	free(s->items);
+	free(s->results);
+	free(s->job);
+	free(s->id);
+	free(s);
+}
+
+/* Reports a shard whose items have all ended, then forgets it. */
+static void shard_complete(kiln_pipeline *p, shard *s)
+{
+	kiln_shard_result r = {.job = s->job, .shard = s->id, .lease = s->lease,
+			       .items = s->results, .count = s->count};
+	p->cfg.report(p->cfg.report_ctx, &r);
+	pthread_mutex_lock(&p->lock);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		p->active = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	p->nactive--;
+	pthread_cond_broadcast(&p->changed);
+	pthread_mutex_unlock(&p->lock);
+	shard_free(s);
+}
+
+static void item_release(kiln_pipeline *p, item *it)
+{
+	kiln_buf_free(&it->data);
+	kiln_image_free(&it->image);
+	budget_release(p, it->reserved);
+	it->reserved = 0;
+	kiln_texture_free_levels(&it->tex);
+	memset(&it->tex, 0, sizeof it->tex);
+}
+
+/* Ends an item with a status (and, for errors, a reason); reports its shard when it was
+ * the last. The item must not be touched afterwards: its shard may be gone. */
+static void item_finish(kiln_pipeline *p, item *it, kiln_status status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void item_finish(kiln_pipeline *p, item *it, kiln_status status, const char *fmt, ...)
+{
+	shard *s = it->shard;
+	kiln_item_result *r = &s->results[it->index];
+	r->status = status;
+	if (status != KILN_OK && fmt) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(r->error, sizeof r->error, fmt, ap);
+		va_end(ap);
+		if (!r->cancelled) {
+			char q[KILN_ITEM_ERROR_MAX + 16];
+			KILN_WARN("item failed", "shard=%s item=%llu error=%s", s->id,
+				  (unsigned long long)r->id, kiln_log_quote(r->error, q, sizeof q));
+		}
+	}
+	item_release(p, it);
+	pthread_mutex_lock(&p->lock);
+	bool last = --s->remaining == 0;
+	pthread_mutex_unlock(&p->lock);
+	if (last)
+		shard_complete(p, s);
+}
+
+static void item_cancel(kiln_pipeline *p, item *it)
+{
+	it->shard->results[it->index].cancelled = true;
+	item_finish(p, it, CANCELLED_STATUS, "cancelled");
+}
+
+/* Finishes the cancelled items among items[0..n) and compacts the rest to the front;
+ * returns how many remain. */
+static size_t drop_cancelled(kiln_pipeline *p, item **items, size_t n)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (atomic_load(&items[i]->shard->cancelled))
+			item_cancel(p, items[i]);
+		else
+			items[m++] = items[i];
+	}
+	return m;
+}
+
+/* Passes an item on; a closed queue (the pipeline is stopping) cancels it. */
+static void item_forward(kiln_pipeline *p, queue *q, item *it)
+{
+	if (!queue_push(q, it))
+		item_cancel(p, it);
+}
+
+/* ---- stages ---- */
+
+static void *fetch_main(void *arg)
+{
+	stage_thread *t = arg;
+	kiln_pipeline *p = t->p;
+	kiln_storage *st = NULL;
+	char msg[KILN_STORAGE_MSG_MAX] = "";
+	kiln_status open_st = KILN_OK;
+	if (!p->cfg.storage)
+		open_st = kiln_storage_create(p->cfg.storage_config, &st, msg, sizeof msg);
+	item *batch[IO_BATCH];
+	kiln_storage_get_item gets[IO_BATCH];
+	size_t n;
+	while ((n = queue_pop(&p->fetch.in, batch, IO_BATCH, NULL)) > 0) {
+		n = drop_cancelled(p, batch, n);
+		if (open_st != KILN_OK) {
+			for (size_t i = 0; i < n; i++)
+				item_finish(p, batch[i], open_st, "storage: %s", msg);
+			continue;
+		}
+		for (size_t i = 0; i < n; i++) {
+			kiln_buf_init(&batch[i]->data, p->cfg.max_input_bytes);
+			memset(&gets[i], 0, sizeof gets[i]);
+			gets[i].uri = batch[i]->input;
+			gets[i].out = &batch[i]->data;
+		}
+		if (p->cfg.storage)
+			p->cfg.storage->get_many(p->cfg.storage->ctx, gets, n);
+		else
+			kiln_storage_get_many(st, gets, n);
+		for (size_t i = 0; i < n; i++) {
+			item *it = batch[i];
+			if (gets[i].status != KILN_OK) {
+				item_finish(p, it, gets[i].status, "%s", gets[i].msg[0] ? gets[i].msg
+										: kiln_strerror(gets[i].status));
+				continue;
+			}
+			it->shard->results[it->index].bytes_in = it->data.len;
+			item_forward(p, &p->decode.in, it);
+		}
+	}
+	kiln_storage_destroy(st);
+	return NULL;
+}
+
+/* Reserves the pixel budget from the header, so a decompression bomb is refused and big
+ * images wait for memory before libpng allocates anything. */
+static void decode_one(kiln_pipeline *p, item *it)
+{
+	uint32_t w, h;
+	size_t bytes;
+	char err[200] = "";
+	kiln_status st = kiln_png_probe(it->data.data, it->data.len, &w, &h);
+	if (st == KILN_OK) {
+		st = kiln_image_check_size(w, h, &p->cfg.limits);
+		if (st != KILN_OK) {
+			item_finish(p, it, st, "%s: %ux%u pixels (limits: %ux%u, %llu pixels)", kiln_strerror(st), w,
+				    h, p->cfg.limits.max_width, p->cfg.limits.max_height,
+				    (unsigned long long)p->cfg.limits.max_pixels);
+			return;
+		}
+		if (!kiln_size_mul3(w, h, 4, &bytes)) {
+			item_finish(p, it, KILN_ERR_OVERFLOW, "%s", kiln_strerror(KILN_ERR_OVERFLOW));
+			return;
+		}
+		it->reserved = budget_acquire(p, bytes);
+	}
+	/* A header that did not probe is decoded anyway: libpng stops at it with the reason. */
+	st = kiln_png_decode(it->data.data, it->data.len, &p->cfg.limits, &it->image, err, sizeof err);
+	if (st != KILN_OK) {
+		item_finish(p, it, st, "%s: %s", kiln_strerror(st), err);
+		return;
+	}
+	kiln_buf_free(&it->data);
+	item_forward(p, &p->encode.in, it);
+}
+
+static void *decode_main(void *arg)
+{
+	stage_thread *t = arg;
+	kiln_pipeline *p = t->p;
+	item *it;
+	while (queue_pop(&p->decode.in, &it, 1, NULL) > 0) {
+		if (atomic_load(&it->shard->cancelled))
+			item_cancel(p, it);
+		else
+			decode_one(p, it);
+	}
+	return NULL;
+}
+
+static bool opts_equal(const kiln_texenc_opts *a, const kiln_texenc_opts *b)
+{
+	return a->format == b->format && a->quality == b->quality && a->alpha_cutoff == b->alpha_cutoff &&
+	       a->mipmaps == b->mipmaps && a->colorspace == b->colorspace;
+}
+
+/* A batch runs through one texenc, so it holds images of one set of options. */
+static bool same_opts(const item *first, const item *next)
+{
+	return opts_equal(&first->shard->opts, &next->shard->opts);
+}
+
+static void device_name(const kiln_device *d, char *out, size_t cap)
+{
+	if (d->kind == KILN_DEVICE_GPU)
+		snprintf(out, cap, "gpu:%d", d->index);
+	else
+		snprintf(out, cap, "cpu");
+}
+
+/* One device's encoder thread. Its texenc is made for the options of the batch at hand and
+ * kept while batches keep those options (jobs rarely mix them). */
+static void *encode_main(void *arg)
+{
+	stage_thread *t = arg;
+	kiln_pipeline *p = t->p;
+	const kiln_device *dev = &p->cfg.devices[t->index];
+	char dname[32];
+	device_name(dev, dname, sizeof dname);
+	kiln_texenc *enc = NULL;
+	kiln_texenc_opts enc_opts = {0};
+	item *batch[KILN_PIPELINE_MAX_BATCH];
+	kiln_image images[KILN_PIPELINE_MAX_BATCH];
+	kiln_texture out[KILN_PIPELINE_MAX_BATCH];
+	kiln_status status[KILN_PIPELINE_MAX_BATCH];
+	size_t n;
+	while ((n = queue_pop(&p->encode.in, batch, p->cfg.batch, same_opts)) > 0) {
+		n = drop_cancelled(p, batch, n);
+		if (!n)
+			continue;
+		const kiln_texenc_opts *opts = &batch[0]->shard->opts;
+		kiln_status st = KILN_OK;
+		if (!enc || !opts_equal(&enc_opts, opts)) {
+			kiln_texenc_destroy(enc);
+			enc = NULL;
+			st = kiln_texenc_create(dev, opts, dev->kind == KILN_DEVICE_CPU ? p->cpu_pool : NULL, &enc);
+			if (st == KILN_OK)
+				enc_opts = *opts;
+		}
+		if (st == KILN_OK) {
+			for (size_t i = 0; i < n; i++)
+				images[i] = batch[i]->image;
+			st = kiln_texenc_encode(enc, images, n, out, status);
+		} else {
+			for (size_t i = 0; i < n; i++)
+				status[i] = st;
+		}
+		if (st == KILN_ERR_CUDA)
+			KILN_WARN("batch failed on the device; it was reset", "device=%s images=%zu", dname, n);
+		for (size_t i = 0; i < n; i++) {
+			item *it = batch[i];
+			kiln_image_free(&it->image);
+			budget_release(p, it->reserved);
+			it->reserved = 0;
+			if (status[i] != KILN_OK) {
+				item_finish(p, it, status[i], "encode on %s: %s%s", dname, kiln_strerror(status[i]),
+					    st != KILN_OK ? " (whole batch)" : "");
+				continue;
+			}
+			it->tex = out[i];
+			item_forward(p, &p->upload.in, it);
+		}
+	}
+	kiln_texenc_destroy(enc);
+	return NULL;
+}
+
+static void *upload_main(void *arg)
+{
+	stage_thread *t = arg;
+	kiln_pipeline *p = t->p;
+	kiln_storage *st = NULL;
+	char msg[KILN_STORAGE_MSG_MAX] = "";
+	kiln_status open_st = KILN_OK;
+	if (!p->cfg.storage)
+		open_st = kiln_storage_create(p->cfg.storage_config, &st, msg, sizeof msg);
+	item *batch[IO_BATCH];
+	kiln_storage_put_item puts[IO_BATCH];
+	size_t n;
+	/* Items that reached this stage were encoded: they finish even when cancelled. */
+	while ((n = queue_pop(&p->upload.in, batch, IO_BATCH, NULL)) > 0) {
+		size_t m = 0;
+		for (size_t i = 0; i < n; i++) {
+			item *it = batch[i];
+			kiln_buf_init(&it->data, MAX_OUTPUT_BYTES);
+			kiln_status cs = open_st != KILN_OK ? open_st
+				       : kiln_container_write(it->shard->container, &it->tex, &it->data);
+			kiln_texture_free_levels(&it->tex);
+			memset(&it->tex, 0, sizeof it->tex);
+			if (cs != KILN_OK) {
+				item_finish(p, it, cs, "%s: %s", open_st != KILN_OK ? "storage" : "container",
+					    open_st != KILN_OK ? msg : kiln_strerror(cs));
+				continue;
+			}
+			memset(&puts[m], 0, sizeof puts[m]);
+			puts[m].uri = it->output;
+			puts[m].data = it->data.data;
+			puts[m].size = it->data.len;
+			batch[m++] = it;
+		}
+		if (!m)
+			continue;
+		if (p->cfg.storage)
+			p->cfg.storage->put_many(p->cfg.storage->ctx, puts, m);
+		else
+			kiln_storage_put_many(st, puts, m);
+		for (size_t i = 0; i < m; i++) {
+			item *it = batch[i];
+			if (puts[i].status != KILN_OK) {
+				item_finish(p, it, puts[i].status, "%s", puts[i].msg[0] ? puts[i].msg
+										: kiln_strerror(puts[i].status));
+				continue;
+			}
+			it->shard->results[it->index].bytes = it->data.len;
+			item_finish(p, it, KILN_OK, NULL);
+		}
+	}
+	kiln_storage_destroy(st);
+	return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static kiln_status stage_start(kiln_pipeline *p, stage *s, unsigned nthreads, size_t queue_cap,
+			       void *(*fn)(void *))
+{
+	kiln_status st = queue_init(&s->in, queue_cap);
+	if (st != KILN_OK)
+		return st;
+	s->threads = kiln_calloc(nthreads, sizeof *s->threads);
+	if (!s->threads)
+		return KILN_ERR_NOMEM;
+	s->nthreads = nthreads;
+	for (unsigned i = 0; i < nthreads; i++) {
+		s->threads[i].p = p;
+		s->threads[i].index = i;
+		if (pthread_create(&s->threads[i].tid, NULL, fn, &s->threads[i]) != 0)
+			return KILN_ERR_NOMEM;
+		s->started++;
+	}
+	return KILN_OK;
+}
+
+/* Closes the stage's input and waits for its threads: everything it held has moved on. */
+static void stage_stop(stage *s)
+{
+	if (!s->threads)
+		return;
+	queue_close(&s->in);
+	for (unsigned i = 0; i < s->started; i++)
+		pthread_join(s->threads[i].tid, NULL);
+	free(s->threads);
+	s->threads = NULL;
+	queue_destroy(&s->in);
+}
+
+/* Marks shards cancelled (job NULL: all) and ends their not-yet-fetched items now, so a
+ * cancel does not wait for the fetchers to reach them. */
+static size_t cancel_shards(kiln_pipeline *p, const char *job)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&p->lock);
+	for (shard *s = p->active; s; s = s->next)
+		if (!job || strcmp(s->job, job) == 0) {
+			atomic_store(&s->cancelled, true);
+			n++;
+		}
+	pthread_mutex_unlock(&p->lock);
+	if (n) {
+		item *it = queue_take_cancelled(&p->fetch.in);
+		while (it) {
+			item *next = it->next;
+			item_cancel(p, it);
+			it = next;
+		}
+	}
+	return n;
+}
+
+kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline **out, char *msg,
+				 size_t msg_cap)
+{
+	*out = NULL;
+	set_msg(msg, msg_cap, "%s", "");
+	if (!cfg->report || cfg->ndevices == 0 || cfg->ndevices > KILN_PIPELINE_MAX_DEVICES ||
+	    cfg->batch == 0 || cfg->batch > KILN_PIPELINE_MAX_BATCH || !cfg->fetch_threads ||
+	    !cfg->upload_threads || !cfg->max_input_bytes || !cfg->pixel_budget) {
+		set_msg(msg, msg_cap, "invalid pipeline configuration");
+		return KILN_ERR_INVALID_ARG;
+	}
+	for (size_t d = 0; d < cfg->ndevices; d++)
+		if (cfg->devices[d].kind == KILN_DEVICE_AUTO) {
+			set_msg(msg, msg_cap, "device %zu is not resolved", d);
+			return KILN_ERR_INVALID_ARG;
+		}
+	kiln_status st = KILN_ERR_NOMEM;
+	kiln_pipeline *p = kiln_calloc(1, sizeof *p);
+	if (!p)
+		return st;
+	p->cfg = *cfg;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->changed, NULL);
+
+	bool any_cpu = false;
+	for (size_t d = 0; d < cfg->ndevices; d++)
+		any_cpu |= cfg->devices[d].kind == KILN_DEVICE_CPU;
+	if (any_cpu && (st = kiln_pool_create(cfg->cpu_threads, &p->cpu_pool)) != KILN_OK) {
+		set_msg(msg, msg_cap, "cannot start the CPU encoder threads");
+		goto fail;
+	}
+	if (!cfg->storage) {
+		/* Fail now on a bad storage setting, not later for every item. */
+		kiln_storage *probe = NULL;
+		st = kiln_storage_create(cfg->storage_config, &probe, msg, msg_cap);
+		kiln_storage_destroy(probe);
+		if (st != KILN_OK)
+			goto fail;
+	}
+	unsigned decoders = cfg->decode_threads ? cfg->decode_threads : kiln_cpu_count();
+	size_t in_flight = (size_t)cfg->batch * 2 * cfg->ndevices; /* one batch encoding, one ready */
+	if ((st = stage_start(p, &p->upload, cfg->upload_threads, in_flight, upload_main)) != KILN_OK ||
+	    (st = stage_start(p, &p->encode, (unsigned)cfg->ndevices, in_flight, encode_main)) != KILN_OK ||
+	    (st = stage_start(p, &p->decode, decoders, (size_t)decoders * 2, decode_main)) != KILN_OK ||
+	    (st = stage_start(p, &p->fetch, cfg->fetch_threads, 0, fetch_main)) != KILN_OK) {
+		set_msg(msg, msg_cap, "cannot start the pipeline threads");
+		goto fail;
+	}
+	*out = p;
+	return KILN_OK;
+fail:
+	kiln_pipeline_destroy(p);
+	return st;
+}
+
+void kiln_pipeline_destroy(kiln_pipeline *p)
+{
+	if (!p)
+		return;
+	if (p->fetch.threads)
+		cancel_shards(p, NULL);
+	/* upstream first: a stage stops only after everything before it has drained into it */
+	stage_stop(&p->fetch);
+	stage_stop(&p->decode);
+	stage_stop(&p->encode);
+	stage_stop(&p->upload);
+	kiln_pool_destroy(p->cpu_pool);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->changed);
+	free(p);
+}
+
+kiln_status kiln_pipeline_submit(kiln_pipeline *p, const kiln_shard_spec *spec)
+{
+	if (!spec->job || !spec->shard || (spec->count && !spec->items))
+		return KILN_ERR_INVALID_ARG;
+	shard *s = kiln_calloc(1, sizeof *s);
+	if (!s)
+		return KILN_ERR_NOMEM;
+	s->job = kiln_strdup(spec->job);
+	s->id = kiln_strdup(spec->shard);
+	s->items = kiln_calloc(spec->count ? spec->count : 1, sizeof *s->items);
+	s->results = kiln_calloc(spec->count ? spec->count : 1, sizeof *s->results);
+	if (!s->job || !s->id || !s->items || !s->results)
+		goto nomem;
+	s->count = spec->count;
+	for (size_t i = 0; i < spec->count; i++) {
+		item *it = &s->items[i];
+		it->shard = s;
+		it->index = i;
+		it->input = kiln_strdup(spec->items[i].input);
+		it->output = kiln_strdup(spec->items[i].output);
+		if (!it->input || !it->output)
+			goto nomem;
+		s->results[i].id = spec->items[i].id;
+	}
+	s->lease = spec->lease;
+	s->opts = spec->opts;
+	s->container = spec->container;
+	s->remaining = spec->count;
+	atomic_init(&s->cancelled, false);
+
+	pthread_mutex_lock(&p->lock);
+	s->next = p->active;
+	if (p->active)
+		p->active->prev = s;
+	p->active = s;
+	p->nactive++;
+	pthread_mutex_unlock(&p->lock);
+
+	if (spec->count == 0) {
+		shard_complete(p, s);
+		return KILN_OK;
+	}
+	/* The shard may complete (and be freed) while the last items are queued: count first. */
+	size_t count = spec->count;
+	for (size_t i = 0; i < count; i++) {
+		if (spec->reject != KILN_OK)
+			item_finish(p, &s->items[i], spec->reject, "%s",
+				    spec->reject_msg ? spec->reject_msg : kiln_strerror(spec->reject));
+		else
+			item_forward(p, &p->fetch.in, &s->items[i]);
+	}
+	return KILN_OK;
+nomem:
+	shard_free(s);
+	return KILN_ERR_NOMEM;
+}
+
+size_t kiln_pipeline_cancel(kiln_pipeline *p, const char *job)
+{
+	return job ? cancel_shards(p, job) : 0;
+}
+
+size_t kiln_pipeline_active(kiln_pipeline *p)
+{
+	pthread_mutex_lock(&p->lock);
+	size_t n = p->nactive;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+bool kiln_pipeline_wait_idle(kiln_pipeline *p, unsigned timeout_ms)
+{
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += timeout_ms / 1000;
+	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&p->lock);
+	while (p->nactive > 0 && pthread_cond_timedwait(&p->changed, &p->lock, &deadline) == 0)
+		;
+	bool idle = p->nactive == 0;
+	pthread_mutex_unlock(&p->lock);
+	return idle;
+}

@@ -1,0 +1,127 @@
+/* The worker's pipeline: shards of (input URI, output URI) items in, one report per shard
+ * out. Stages, each a set of threads joined by bounded queues, so every stage works on
+ * different items at once:
+ *
+ *   fetch (storage get) -> decode (limits, PNG) -> encode (batches per device, texenc)
+ *   -> upload (container, storage put) -> report
+ *
+ * A bad item (missing input, corrupt PNG, too many pixels, failed upload) is recorded in its
+ * own result; its shard and the other items go on. docs/WORKER.md describes the design. */
+#ifndef KILN_WORKER_PIPELINE_H
+#define KILN_WORKER_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/container.h"
+#include "common/error.h"
+#include "common/image.h"
+#include "common/storage.h"
+#include "kernels/gpu.h"
+#include "kernels/texenc.h"
+
+#define KILN_PIPELINE_MAX_DEVICES 16
+#define KILN_PIPELINE_MAX_BATCH 32
+#define KILN_ITEM_ERROR_MAX 256
+
+/* The outcome of one item. */
+typedef struct kiln_item_result {
+	uint64_t id;
+	kiln_status status;
+	bool cancelled;                   /* dropped by kiln_pipeline_cancel (status is an error) */
+	uint64_t bytes;                   /* size of the written output (status KILN_OK) */
+	uint64_t bytes_in;                /* size of the input, once it was fetched */
+	char error[KILN_ITEM_ERROR_MAX];  /* "" on success, else a one-line reason */
+} kiln_item_result;
+
+/* A finished shard: every item's result, in the order the shard listed them. */
+typedef struct kiln_shard_result {
+	const char *job;
+	const char *shard;
+	uint64_t lease;
+	const kiln_item_result *items;
+	size_t count;
+} kiln_shard_result;
+
+/* Called once per shard when its last item is done, on a pipeline thread, with no pipeline
+ * lock held. The result is valid only during the call. It should return quickly: the
+ * stage that finished the shard waits for it. */
+typedef void (*kiln_pipeline_report_fn)(void *ctx, const kiln_shard_result *result);
+
+/* Where inputs come from and outputs go. NULL in the config: common/storage, one handle per
+ * I/O thread. Tests put a fake here (slow or failing storage). Both calls have the
+ * semantics of kiln_storage_get_many / kiln_storage_put_many and may run on several
+ * threads at once. */
+typedef struct kiln_pipeline_storage {
+	kiln_status (*get_many)(void *ctx, kiln_storage_get_item *items, size_t count);
+	kiln_status (*put_many)(void *ctx, kiln_storage_put_item *items, size_t count);
+	void *ctx;
+} kiln_pipeline_storage;
+
+typedef struct kiln_pipeline_config {
+	kiln_device devices[KILN_PIPELINE_MAX_DEVICES];  /* resolved: CPU or GPU N, no AUTO */
+	size_t ndevices;
+	unsigned cpu_threads;      /* encode pool of the CPU backend; 0: all cores */
+	unsigned decode_threads;   /* 0: all cores */
+	unsigned fetch_threads;    /* parallel fetches (4) */
+	unsigned upload_threads;   /* parallel uploads (4) */
+	unsigned batch;            /* images per encode batch, 1..KILN_PIPELINE_MAX_BATCH (32) */
+	kiln_image_limits limits;  /* checked from the PNG header, before decoding */
+	size_t max_input_bytes;    /* cap on one fetched input (512 MiB) */
+	size_t pixel_budget;       /* decoded RGBA bytes held at once, all stages (4 GiB); an
+				    * image larger than the budget still runs, alone */
+	const kiln_storage_config *storage_config;  /* for common/storage; NULL: defaults/env */
+	const kiln_pipeline_storage *storage;       /* NULL: common/storage */
+	kiln_pipeline_report_fn report;
+	void *report_ctx;
+} kiln_pipeline_config;
+
+/* Defaults: one CPU device, the sizes above; report must still be set. */
+void kiln_pipeline_config_init(kiln_pipeline_config *cfg);
+
+typedef struct kiln_pipeline kiln_pipeline;
+
+/* Starts every stage's threads. msg (may be NULL) receives a reason on failure. */
+kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline **out, char *msg,
+				 size_t msg_cap);
+/* Cancels whatever is still queued (those shards are reported, their items "cancelled"),
+ * waits for the stages to stop and frees everything. NULL is accepted. */
+void kiln_pipeline_destroy(kiln_pipeline *p);
+
+typedef struct kiln_shard_item {
+	uint64_t id;
+	const char *input;
+	const char *output;
+} kiln_shard_item;
+
+/* One shard as the pipeline takes it. Strings and items are copied. */
+typedef struct kiln_shard_spec {
+	const char *job;
+	const char *shard;
+	uint64_t lease;
+	kiln_texenc_opts opts;
+	kiln_container container;
+	const kiln_shard_item *items;
+	size_t count;
+	/* Not KILN_OK: the shard cannot run (e.g. options this worker does not support); every
+	 * item is reported failed with this status and reject_msg, through the same path. */
+	kiln_status reject;
+	const char *reject_msg;
+} kiln_shard_spec;
+
+/* Queues a shard; never blocks on the stages (the scheduler's credits bound how much is
+ * queued). A shard of zero items is reported at once. */
+kiln_status kiln_pipeline_submit(kiln_pipeline *p, const kiln_shard_spec *spec);
+
+/* Items of the job not yet encoded are dropped and reported "cancelled"; items past the
+ * encoder finish. Returns the number of shards of the job that were in the pipeline. */
+size_t kiln_pipeline_cancel(kiln_pipeline *p, const char *job);
+
+/* Shards submitted and not yet reported. */
+size_t kiln_pipeline_active(kiln_pipeline *p);
+
+/* Waits until no shard is active or timeout_ms passes; true when idle. */
+bool kiln_pipeline_wait_idle(kiln_pipeline *p, unsigned timeout_ms);
+
+#endif
