@@ -18,6 +18,7 @@ static const char *const messages[KILN_ERR_COUNT_] = {
 	[KILN_ERR_CUDA] = "CUDA error",
 	[KILN_ERR_NO_SPACE] = "no space left on device",
 	[KILN_ERR_PERMISSION] = "permission denied",
+	[KILN_ERR_CANCELLED] = "cancelled",
 };
 
 const char *kiln_strerror(kiln_status status)

@@ -18,6 +18,7 @@ typedef enum kiln_status {
 	KILN_ERR_CUDA,         /* the CUDA runtime reported an error */
 	KILN_ERR_NO_SPACE,     /* the device is full */
 	KILN_ERR_PERMISSION,   /* access denied */
+	KILN_ERR_CANCELLED,    /* the work was cancelled before it finished */
 	KILN_ERR_COUNT_        /* not a status: the number of statuses */
 } kiln_status;
 

@@ -3,6 +3,7 @@
  * level, one codec launch for every level of every image, one D2H). */
 #include "kernels/texenc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,7 @@ struct kiln_texenc {
 	kiln_texenc_opts opts;
 	kiln_pool *pool;
 	gpu_buffers gpu;
+	char last_error[256];
 };
 
 /* Where one level of one image lives during a batch. */
@@ -69,23 +71,44 @@ static size_t align_up(size_t v)
 	return (v + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
 }
 
+static kiln_status check_opts(const kiln_texenc_opts *opts)
+{
+	if (opts->format != KILN_TEXFMT_BC1_RGB && opts->format != KILN_TEXFMT_BC1_RGBA)
+		return KILN_ERR_UNSUPPORTED;
+	if (opts->alpha_cutoff < 0 || opts->alpha_cutoff > 255 ||
+	    (unsigned)opts->quality > KILN_QUALITY_HIGH)
+		return KILN_ERR_INVALID_ARG;
+	return KILN_OK;
+}
+
+kiln_status kiln_texenc_set_opts(kiln_texenc *enc, const kiln_texenc_opts *opts)
+{
+	kiln_status st = check_opts(opts);
+	if (st == KILN_OK)
+		enc->opts = *opts;
+	return st;
+}
+
+const char *kiln_texenc_last_error(const kiln_texenc *enc)
+{
+	return enc->last_error;
+}
+
 kiln_status kiln_texenc_create(const kiln_device *device, const kiln_texenc_opts *opts,
 			       kiln_pool *pool, kiln_texenc **out)
 {
 	*out = NULL;
 	if (device->kind == KILN_DEVICE_AUTO)
 		return KILN_ERR_INVALID_ARG;
-	if (opts->format != KILN_TEXFMT_BC1_RGB && opts->format != KILN_TEXFMT_BC1_RGBA)
-		return KILN_ERR_UNSUPPORTED;
-	if (opts->alpha_cutoff < 0 || opts->alpha_cutoff > 255)
-		return KILN_ERR_INVALID_ARG;
+	kiln_status st = check_opts(opts);
+	if (st != KILN_OK)
+		return st;
 	kiln_texenc *enc = kiln_calloc(1, sizeof *enc);
 	if (!enc)
 		return KILN_ERR_NOMEM;
 	enc->device = *device;
 	enc->opts = *opts;
 	enc->pool = pool;
-	kiln_status st = KILN_OK;
 	if (device->kind == KILN_DEVICE_GPU) {
 		st = kiln_gpu_use(device->index);
 		if (st == KILN_OK)
@@ -428,6 +451,7 @@ kiln_status kiln_texenc_encode(kiln_texenc *enc, const kiln_image *images, size_
 			       kiln_texture *out, kiln_status *status)
 {
 	batch_plan plan;
+	enc->last_error[0] = '\0';
 	for (size_t i = 0; i < count; i++) {
 		memset(&out[i], 0, sizeof out[i]);
 		status[i] = plan_texture(enc, &images[i], &out[i]);
@@ -437,6 +461,8 @@ kiln_status kiln_texenc_encode(kiln_texenc *enc, const kiln_image *images, size_
 		goto fail;
 	if (enc->device.kind == KILN_DEVICE_GPU) {
 		st = run_gpu(enc, images, count, &plan, out, status);
+		if (st != KILN_OK)
+			snprintf(enc->last_error, sizeof enc->last_error, "%s", kiln_gpu_last_error());
 		if (st == KILN_ERR_CUDA) {
 			/* A sticky error poisons the context: drop every buffer (a reset frees
 			 * them) and reset, so the next batch starts on a clean device. */

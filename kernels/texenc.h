@@ -39,6 +39,13 @@ kiln_status kiln_texenc_create(const kiln_device *device, const kiln_texenc_opts
 			       kiln_pool *pool, kiln_texenc **out);
 void kiln_texenc_destroy(kiln_texenc *enc); /* NULL accepted */
 
+/* Changes the options for the following batches; buffers are kept. */
+kiln_status kiln_texenc_set_opts(kiln_texenc *enc, const kiln_texenc_opts *opts);
+
+/* Why the last batch failed as a whole ("" if it did not): for a CUDA error, the runtime's
+ * message from before the device was reset. */
+const char *kiln_texenc_last_error(const kiln_texenc *enc);
+
 /* Encodes count images. out[i] receives a texture whose levels are malloc'ed (release with
  * kiln_texture_free_levels); status[i] says whether image i was encoded. Returns KILN_OK
  * when the batch ran (some images may still have failed), or the error that stopped the

@@ -27,7 +27,6 @@
 #define DEFAULT_MAX_INPUT ((size_t)512 << 20)
 #define DEFAULT_PIXEL_BUDGET ((size_t)4 << 30)
 #define MAX_OUTPUT_BYTES ((size_t)4 << 30)  /* a 16384^2 BC1 chain is ~180 MiB: far below */
-#define CANCELLED_STATUS KILN_ERR_INVALID_ARG /* error.h has no "cancelled"; the flag says it */
 
 typedef struct shard shard;
 
@@ -316,7 +315,7 @@ static void item_finish(kiln_pipeline *p, item *it, kiln_status status, const ch
 static void item_cancel(kiln_pipeline *p, item *it)
 {
 	it->shard->results[it->index].cancelled = true;
-	item_finish(p, it, CANCELLED_STATUS, "cancelled");
+	item_finish(p, it, KILN_ERR_CANCELLED, "cancelled");
 }
 
 /* Finishes the cancelled items among items[0..n) and compacts the rest to the front;
@@ -452,8 +451,8 @@ static void device_name(const kiln_device *d, char *out, size_t cap)
 		snprintf(out, cap, "cpu");
 }
 
-/* One device's encoder thread. Its texenc is made for the options of the batch at hand and
- * kept while batches keep those options (jobs rarely mix them). */
+/* One device's encoder thread. Its texenc (and the device buffers it holds) lives as long
+ * as the thread; each batch sets its options. */
 static void *encode_main(void *arg)
 {
 	stage_thread *t = arg;
@@ -462,7 +461,6 @@ static void *encode_main(void *arg)
 	char dname[32];
 	device_name(dev, dname, sizeof dname);
 	kiln_texenc *enc = NULL;
-	kiln_texenc_opts enc_opts = {0};
 	item *batch[KILN_PIPELINE_MAX_BATCH];
 	kiln_image images[KILN_PIPELINE_MAX_BATCH];
 	kiln_texture out[KILN_PIPELINE_MAX_BATCH];
@@ -473,14 +471,8 @@ static void *encode_main(void *arg)
 		if (!n)
 			continue;
 		const kiln_texenc_opts *opts = &batch[0]->shard->opts;
-		kiln_status st = KILN_OK;
-		if (!enc || !opts_equal(&enc_opts, opts)) {
-			kiln_texenc_destroy(enc);
-			enc = NULL;
-			st = kiln_texenc_create(dev, opts, dev->kind == KILN_DEVICE_CPU ? p->cpu_pool : NULL, &enc);
-			if (st == KILN_OK)
-				enc_opts = *opts;
-		}
+		kiln_status st = enc ? kiln_texenc_set_opts(enc, opts)
+				     : kiln_texenc_create(dev, opts, dev->kind == KILN_DEVICE_CPU ? p->cpu_pool : NULL, &enc);
 		if (st == KILN_OK) {
 			for (size_t i = 0; i < n; i++)
 				images[i] = batch[i]->image;
@@ -497,8 +489,9 @@ static void *encode_main(void *arg)
 			budget_release(p, it->reserved);
 			it->reserved = 0;
 			if (status[i] != KILN_OK) {
-				item_finish(p, it, status[i], "encode on %s: %s%s", dname, kiln_strerror(status[i]),
-					    st != KILN_OK ? " (whole batch)" : "");
+				const char *why = st != KILN_OK && enc ? kiln_texenc_last_error(enc) : "";
+				item_finish(p, it, status[i], "encode on %s: %s%s%s%s", dname, kiln_strerror(status[i]),
+					    why[0] ? ": " : "", why, st != KILN_OK ? " (whole batch)" : "");
 				continue;
 			}
 			it->tex = out[i];
