@@ -16,7 +16,7 @@
 static void require_gpu(void)
 {
 	if (kiln_gpu_count() < 1)
-		cr_fatal("no usable GPU: make test-gpu must run on a machine with an NVIDIA GPU");
+		cr_assert_fail("no usable GPU: make test-gpu must run on a machine with an NVIDIA GPU");
 }
 
 static const char *shared_dir(void)
