@@ -341,7 +341,8 @@ int cli_encode(int argc, char **argv)
 		size_t n = a.ninputs - first < (size_t)a.batch ? a.ninputs - first : (size_t)a.batch;
 		st = run_batch(&a, enc, pool, items + first, n);
 		if (st != KILN_OK)
-			KILN_WARN("batch failed", "first=%zu count=%zu error=\"%s\"", first, n, kiln_strerror(st));
+			KILN_WARN("batch failed", "first=%zu count=%zu error=\"%s\" detail=\"%s\"", first, n,
+				  kiln_strerror(st), kiln_texenc_last_error(enc));
 		for (size_t i = first; i < first + n; i++) {
 			done++;
 			if (items[i].status != KILN_OK) {

@@ -234,6 +234,7 @@ static kiln_status plan_batch(const kiln_texture *tex, const kiln_status *status
 			plan->base_bytes = pix;
 	}
 	plan->nlevels = n;
+	plan->nchains = nchains; /* bind_plan fills them; the GPU sizes its scratch by the count first */
 	plan->pixel_bytes = pix;
 	plan->block_bytes = blk;
 	return KILN_OK;
@@ -399,14 +400,23 @@ static kiln_status ensure_device(void **ptr, size_t *cap, size_t need, bool pinn
 	return st;
 }
 
+/* Records which step of a GPU batch failed and why, for kiln_texenc_last_error. */
+static kiln_status gpu_step(kiln_texenc *enc, kiln_status st, const char *step)
+{
+	if (st != KILN_OK)
+		snprintf(enc->last_error, sizeof enc->last_error, "%s: %s%s%s", step, kiln_strerror(st),
+			 st == KILN_ERR_CUDA ? ": " : "", st == KILN_ERR_CUDA ? kiln_gpu_last_error() : "");
+	return st;
+}
+
 static kiln_status run_gpu(kiln_texenc *enc, const kiln_image *images, size_t count,
 			   batch_plan *plan, kiln_texture *tex, kiln_status *status)
 {
 	gpu_buffers *g = &enc->gpu;
-	kiln_status st = kiln_gpu_use(enc->device.index);
+	kiln_status st = gpu_step(enc, kiln_gpu_use(enc->device.index), "select device");
 	if (st != KILN_OK)
 		return st;
-	if (!g->stream && (st = kiln_gpu_stream_create(&g->stream)) != KILN_OK)
+	if (!g->stream && (st = gpu_step(enc, kiln_gpu_stream_create(&g->stream), "create stream")) != KILN_OK)
 		return st;
 	/* one scratch buffer: mip descriptors first, then the codec's */
 	size_t mip_temp = align_up(kiln_mip_temp_size(plan->nchains ? plan->nchains : 1, plan->max_levels));
@@ -416,29 +426,33 @@ static kiln_status run_gpu(kiln_texenc *enc, const kiln_image *images, size_t co
 	    (st = ensure_device(&g->d_temp, &g->d_temp_cap, temp, false)) ||
 	    (st = ensure_device((void **)&g->h_pixels, &g->h_pixels_cap, plan->base_bytes, true)) ||
 	    (st = ensure_device((void **)&g->h_blocks, &g->h_blocks_cap, plan->block_bytes, true)))
-		return st;
+		return gpu_step(enc, st, "allocate buffers");
 
 	/* Base levels are staged in pinned memory, laid out as in the device arena. */
 	bind_plan(plan, tex, g->h_pixels, count);
 	copy_base_levels(plan, images, g->h_pixels);
 	bind_plan(plan, tex, g->d_pixels, count);
-	if ((st = kiln_gpu_h2d(g->d_pixels, g->h_pixels, plan->base_bytes, g->stream)) != KILN_OK)
+	st = gpu_step(enc, kiln_gpu_h2d(g->d_pixels, g->h_pixels, plan->base_bytes, g->stream), "upload");
+	if (st != KILN_OK)
 		return st;
-	if (plan->nchains &&
-	    (st = kiln_mip_build_gpu(plan->chains, plan->nchains, g->d_temp, mip_temp, g->stream)) != KILN_OK)
-		return st;
+	if (plan->nchains) {
+		st = kiln_mip_build_gpu(plan->chains, plan->nchains, g->d_temp, mip_temp, g->stream);
+		if (gpu_step(enc, st, "mipmaps") != KILN_OK)
+			return st;
+	}
 
 	level_arrays la;
 	if ((st = level_arrays_make(plan, g->d_blocks, &la)) != KILN_OK)
-		return st;
+		return gpu_step(enc, st, "plan");
 	kiln_bc1_params params;
 	bc1_params_of(enc, &params);
-	st = kiln_bc1_encode_gpu(&params, la.src, la.dst, plan->nlevels, la.status,
-				 (uint8_t *)g->d_temp + mip_temp, temp - mip_temp, g->stream);
+	st = gpu_step(enc, kiln_bc1_encode_gpu(&params, la.src, la.dst, plan->nlevels, la.status,
+					       (uint8_t *)g->d_temp + mip_temp, temp - mip_temp, g->stream),
+		      "encode");
 	if (st == KILN_OK)
-		st = kiln_gpu_d2h(g->h_blocks, g->d_blocks, plan->block_bytes, g->stream);
+		st = gpu_step(enc, kiln_gpu_d2h(g->h_blocks, g->d_blocks, plan->block_bytes, g->stream), "download");
 	if (st == KILN_OK)
-		st = kiln_gpu_stream_sync(g->stream);
+		st = gpu_step(enc, kiln_gpu_stream_sync(g->stream), "synchronize");
 	if (st == KILN_OK) {
 		merge_level_status(plan, &la, status);
 		collect_output(plan, g->h_blocks, tex, status);
@@ -461,8 +475,6 @@ kiln_status kiln_texenc_encode(kiln_texenc *enc, const kiln_image *images, size_
 		goto fail;
 	if (enc->device.kind == KILN_DEVICE_GPU) {
 		st = run_gpu(enc, images, count, &plan, out, status);
-		if (st != KILN_OK)
-			snprintf(enc->last_error, sizeof enc->last_error, "%s", kiln_gpu_last_error());
 		if (st == KILN_ERR_CUDA) {
 			/* A sticky error poisons the context: drop every buffer (a reset frees
 			 * them) and reset, so the next batch starts on a clean device. */

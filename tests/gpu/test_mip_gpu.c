@@ -50,7 +50,7 @@ static void dev_chain_upload(dev_chain *d, const test_chain *h, kiln_stream stre
 
 static void dev_chain_download(const dev_chain *d, test_chain *h, kiln_stream stream)
 {
-	for (uint32_t l = 1; l < h->chain.count; l++)
+	for (uint32_t l = 0; l < h->chain.count; l++) /* level 0 too: the source must come back unchanged */
 		cr_assert_eq(kiln_gpu_d2h(h->pixels[l], d->levels[l].rgba,
 					  (size_t)h->levels[l].stride * h->levels[l].height, stream), KILN_OK);
 }

@@ -59,7 +59,7 @@ static void encode_all(const kiln_device *dev, const kiln_texenc_opts *opts, kil
 	for (size_t first = 0; first < count; first += batch) {
 		size_t n = count - first < batch ? count - first : batch;
 		cr_assert_eq(kiln_texenc_encode(enc, images + first, n, out + first, st + first), KILN_OK,
-			     "%s", kiln_gpu_last_error());
+			     "%s", kiln_texenc_last_error(enc));
 		for (size_t i = first; i < first + n; i++)
 			cr_assert_eq(st[i], KILN_OK, "image %zu: %s", i, kiln_strerror(st[i]));
 	}
