@@ -5,15 +5,17 @@
 #   export LD_LIBRARY_PATH=$PWD/.bundle/lib KILN_SHARED=$PWD/.bundle/data KILN_BIN=$PWD/.bundle/bin/kiln
 #   .bundle/bin/tests-gpu        (what `make test-gpu` runs)
 #   .bundle/bin/kiln-bench       (what `make bench` runs)
+# BUILD (default build) names the build folder, as for make.
 set -eu
 cd "$(dirname "$0")/.."
-make -j2 build/kiln build/tests/gpu build/tests/unit build/kiln-bench
+b=${BUILD:-build}
+make -j2 BUILD="$b" "$b/kiln" "$b/tests/gpu" "$b/tests/unit" "$b/kiln-bench"
 rm -rf .bundle
 mkdir -p .bundle/bin .bundle/data
-cp build/kiln .bundle/bin/kiln
-cp build/tests/gpu .bundle/bin/tests-gpu
-cp build/tests/unit .bundle/bin/tests-unit
-cp build/kiln-bench .bundle/bin/kiln-bench
+cp "$b/kiln" .bundle/bin/kiln
+cp "$b/tests/gpu" .bundle/bin/tests-gpu
+cp "$b/tests/unit" .bundle/bin/tests-unit
+cp "$b/kiln-bench" .bundle/bin/kiln-bench
 shared=${KILN_SHARED:-../shared/data}
 cp -r "$shared/kodak" "$shared/pngsuite" .bundle/data/
 ../shared/tools/bundle-libs .bundle .bundle/bin/*
