@@ -93,7 +93,7 @@ samples: $(BUILD)/kiln
 
 run: $(BUILD)/kiln samples
 	@mkdir -p out
-	$(BUILD)/kiln encode --format bc1 --quality high --container dds --mipmaps $(BUILD)/samples/*.png -o out
+	$(BUILD)/kiln run --input $(BUILD)/samples --output out --quality high --mipmaps
 	$(BUILD)/kiln encode --format bc1 --quality high --container ktx2 --mipmaps $(BUILD)/samples/*.png -o out
 	@ls -l out
 

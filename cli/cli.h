@@ -20,5 +20,7 @@ int cli_cancel(int argc, char **argv);
 int cli_failures(int argc, char **argv);
 int cli_jobs(int argc, char **argv);
 int cli_worker(int argc, char **argv);
+int cli_run(int argc, char **argv);
+int cli_keygen(int argc, char **argv);
 
 #endif

@@ -1,6 +1,7 @@
-/* The scheduler's REST clients: kiln submit, status, wait, cancel, failures and jobs.
- * Each is one or a few HTTP requests through libcurl; the server is --server URL or
- * $KILN_SERVER, the bearer token the first line of --token-file or $KILN_TOKEN. */
+/* The scheduler's REST clients: kiln submit, status, wait, cancel, failures and jobs,
+ * and the pieces of them that kiln run shares (cli/client.h). Each is one or a few HTTP
+ * requests through libcurl; the server is --server URL or $KILN_SERVER, the bearer token
+ * the first line of --token-file or $KILN_TOKEN. */
 #include <curl/curl.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -10,22 +11,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/client.h"
+
 #include "cli/cli.h"
 #include "cli/util.h"
 #include "common/buf.h"
 #include "scheduler/scheduler.h"
 
 #define RESPONSE_MAX (64u << 20)
-#define TOKEN_MAX 4096
 #define WAIT_POLL_MS 500
 #define WAIT_LINE_S 5.0  /* plain progress lines, when not on a terminal */
 
-typedef struct client {
-	const char *cmd;
-	const char *server;
-	char token[TOKEN_MAX];
-	bool json;
-} client;
+typedef cli_client client;
 
 enum { OPT_SERVER = 300, OPT_TOKEN_FILE, OPT_JSON, OPT_COMMON_END };
 
@@ -41,7 +38,7 @@ enum { OPT_SERVER = 300, OPT_TOKEN_FILE, OPT_JSON, OPT_COMMON_END };
 	"  --json             print the server's JSON\n"                                        \
 	"  -h, --help         this text\n"
 
-static void client_init(client *c, const char *cmd)
+void cli_client_init(client *c, const char *cmd)
 {
 	memset(c, 0, sizeof *c);
 	c->cmd = cmd;
@@ -88,7 +85,7 @@ static int api(const client *c, const char *method, const char *path, const char
 {
 	*out = NULL;
 	*status = 0;
-	char url[2048], auth[TOKEN_MAX + 32], key[256];
+	char url[2048], auth[CLI_TOKEN_MAX + 32], key[256];
 	size_t slen = strlen(c->server);
 	while (slen && c->server[slen - 1] == '/')
 		slen--;
@@ -149,7 +146,7 @@ static int check_status(const client *c, long status, const json_t *body)
 }
 
 /* api + check_status: *out is the JSON of a 2xx answer. */
-static int call(const client *c, const char *method, const char *path, const char *body,
+int cli_client_call(const client *c, const char *method, const char *path, const char *body,
 		const char *idem, json_t **out)
 {
 	long status;
@@ -165,7 +162,7 @@ static int call(const client *c, const char *method, const char *path, const cha
 	return rc;
 }
 
-static void print_json(const json_t *v)
+void cli_print_json(const json_t *v)
 {
 	char *text = json_dumps(v, JSON_INDENT(2));
 	if (text)
@@ -173,23 +170,23 @@ static void print_json(const json_t *v)
 	free(text);
 }
 
-static size_t item_count(const json_t *job, const char *name)
+size_t cli_job_items(const json_t *job, const char *name)
 {
 	return (size_t)json_integer_value(json_object_get(json_object_get(job, "items"), name));
 }
 
-static void print_job_line(const json_t *job)
+void cli_print_job_line(FILE *f, const json_t *job)
 {
 	const json_t *eta = json_object_get(job, "eta_s");
-	printf("%s %s: %zu/%zu done, %zu failed, %zu pending, %.1f items/s", json_string_value(json_object_get(job, "id")),
-	       json_string_value(json_object_get(job, "state")), item_count(job, "done"), item_count(job, "total"),
-	       item_count(job, "failed"), item_count(job, "pending"), json_number_value(json_object_get(job, "rate")));
+	fprintf(f, "%s %s: %zu/%zu done, %zu failed, %zu pending, %.1f items/s", json_string_value(json_object_get(job, "id")),
+	       json_string_value(json_object_get(job, "state")), cli_job_items(job, "done"), cli_job_items(job, "total"),
+	       cli_job_items(job, "failed"), cli_job_items(job, "pending"), json_number_value(json_object_get(job, "rate")));
 	if (json_is_number(eta))
-		printf(", ETA %.0fs", json_number_value(eta));
+		fprintf(f, ", ETA %.0fs", json_number_value(eta));
 	const char *err = json_string_value(json_object_get(job, "error"));
 	if (err)
-		printf(" (%s)", err);
-	putchar('\n');
+		fprintf(f, " (%s)", err);
+	fputc('\n', f);
 }
 
 static int job_path(const client *c, const char *id, const char *sub, char *out, size_t cap)
@@ -210,41 +207,51 @@ static bool job_ended(const char *state)
 	return strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0;
 }
 
-static int wait_job(const client *c, const char *id)
+int cli_wait_job(const client *c, const char *id, json_t **final)
 {
+	if (final)
+		*final = NULL;
 	char path[64];
 	int rc = job_path(c, id, "", path, sizeof path);
 	if (rc != CLI_EXIT_OK)
 		return rc;
+	bool quiet = c->json || c->quiet;
 	cli_progress bar;
-	cli_progress_start(&bar, 0, c->json);
+	cli_progress_start(&bar, 0, quiet);
 	double last_line = 0;
 	json_t *job = NULL;
 	for (;;) {
-		rc = call(c, "GET", path, NULL, NULL, &job);
+		if (c->interrupted && *c->interrupted) {
+			cli_progress_finish(&bar);
+			fprintf(stderr, "kiln %s: interrupted\n", c->cmd);
+			rc = CLI_EXIT_FATAL;
+			break;
+		}
+		rc = cli_client_call(c, "GET", path, NULL, NULL, &job);
 		if (rc != CLI_EXIT_OK)
 			break;
 		const char *state = json_string_value(json_object_get(job, "state"));
 		const json_t *eta = json_object_get(job, "eta_s");
 		bool ended = !state || job_ended(state);
-		cli_progress_show(&bar, item_count(job, "total"), item_count(job, "done"), item_count(job, "failed"),
+		cli_progress_show(&bar, cli_job_items(job, "total"), cli_job_items(job, "done"), cli_job_items(job, "failed"),
 				  json_number_value(json_object_get(job, "rate")), json_is_number(eta) ? json_number_value(eta) : 0);
-		if (!bar.enabled && !c->json && (ended || cli_now() - last_line >= WAIT_LINE_S)) {
-			print_job_line(job);
-			fflush(stdout);
-			last_line = cli_now();
-		}
 		if (ended) {
 			cli_progress_finish(&bar);
-			if (bar.enabled && !c->json)
-				print_job_line(job);
-			if (c->json)
-				print_json(job);
 			if (!state || strcmp(state, "done") != 0)
 				rc = CLI_EXIT_FATAL;
 			else
-				rc = item_count(job, "failed") ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
+				rc = cli_job_items(job, "failed") ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
+			if (final) {
+				*final = job;
+				job = NULL;
+			}
 			break;
+		}
+		/* the final line is the caller's: here only the ones along the way */
+		if (!bar.enabled && !quiet && cli_now() - last_line >= WAIT_LINE_S) {
+			cli_print_job_line(stdout, job);
+			fflush(stdout);
+			last_line = cli_now();
 		}
 		json_decref(job);
 		job = NULL;
@@ -252,6 +259,91 @@ static int wait_job(const client *c, const char *id)
 		nanosleep(&ts, NULL);
 	}
 	json_decref(job);
+	return rc;
+}
+
+/* kiln wait's ending, also for kiln submit --wait: the final line, or the job as JSON. */
+static int wait_and_print(const client *c, const char *id)
+{
+	json_t *job;
+	int rc = cli_wait_job(c, id, &job);
+	if (job && c->json)
+		cli_print_json(job);
+	else if (job)
+		cli_print_job_line(stdout, job);
+	json_decref(job);
+	return rc;
+}
+
+int cli_get_failures(const client *c, const char *id, json_t **out)
+{
+	char path[96];
+	*out = NULL;
+	int rc = job_path(c, id, "/failures?limit=100000", path, sizeof path);
+	return rc != CLI_EXIT_OK ? rc : cli_client_call(c, "GET", path, NULL, NULL, out);
+}
+
+void cli_print_failures(FILE *f, const json_t *res, const char *prefix)
+{
+	size_t i;
+	const json_t *item;
+	const json_t *list = json_object_get(res, "failures");
+	json_array_foreach(list, i, item)
+		fprintf(f, "%s%s: %s (attempts: %lld)\n", prefix, json_string_value(json_object_get(item, "input")),
+			json_string_value(json_object_get(item, "error")),
+			(long long)json_integer_value(json_object_get(item, "attempts")));
+	size_t total = (size_t)json_integer_value(json_object_get(res, "total"));
+	if (total > json_array_size(list))
+		fprintf(f, "%s... and %zu more\n", prefix, total - json_array_size(list));
+}
+
+int cli_spec_option(const char *cmd, int opt, const char *arg, json_t *spec)
+{
+	long v;
+	switch (opt) {
+	case CLI_OPT_FORMAT: json_object_set_new(spec, "format", json_string(arg)); break;
+	case CLI_OPT_QUALITY: json_object_set_new(spec, "quality", json_string(arg)); break;
+	case CLI_OPT_CONTAINER: json_object_set_new(spec, "container", json_string(arg)); break;
+	case CLI_OPT_SRGB: json_object_set_new(spec, "colorspace", json_string("srgb")); break;
+	case CLI_OPT_LINEAR: json_object_set_new(spec, "colorspace", json_string("linear")); break;
+	case CLI_OPT_MIPMAPS: json_object_set_new(spec, "mipmaps", json_true()); break;
+	case CLI_OPT_BLOCK: json_object_set_new(spec, "block", json_string(arg)); break;
+	case CLI_OPT_ALPHA:
+		if (!cli_parse_long(cmd, "--alpha-cutoff", arg, 0, 255, &v))
+			return CLI_EXIT_USAGE;
+		json_object_set_new(spec, "alpha_cutoff", json_integer(v));
+		break;
+	case CLI_OPT_SHARD:
+		if (!cli_parse_long(cmd, "--shard-size", arg, 1, 1024, &v))
+			return CLI_EXIT_USAGE;
+		json_object_set_new(spec, "shard_size", json_integer(v));
+		break;
+	case CLI_OPT_ATTEMPTS:
+		if (!cli_parse_long(cmd, "--max-attempts", arg, 1, 100, &v))
+			return CLI_EXIT_USAGE;
+		json_object_set_new(spec, "max_attempts", json_integer(v));
+		break;
+	default: return -1;
+	}
+	return CLI_EXIT_OK;
+}
+
+int cli_submit_job(const client *c, const json_t *spec, const char *idem, json_t **job)
+{
+	*job = NULL;
+	char *body = json_dumps(spec, JSON_COMPACT);
+	if (!body) {
+		fprintf(stderr, "kiln %s: out of memory\n", c->cmd);
+		return CLI_EXIT_FATAL;
+	}
+	int rc = cli_client_call(c, "POST", "/v1/jobs", body, idem, job);
+	free(body);
+	if (rc == CLI_EXIT_OK && !json_string_value(json_object_get(*job, "id"))) {
+		fprintf(stderr, "kiln %s: the scheduler's answer has no job id\n", c->cmd);
+		json_decref(*job);
+		*job = NULL;
+		rc = CLI_EXIT_FATAL;
+	}
 	return rc;
 }
 
@@ -268,15 +360,7 @@ static const char submit_usage[] =
 	"  --input URI            input location (repeatable)\n"
 	"  --manifest URI         a file or object listing the inputs\n"
 	"  --output URI           output prefix; outputs keep their inputs' relative paths\n"
-	"  --format bc1|astc|png  texture format (default bc1)\n"
-	"  --quality fast|medium|high\n"
-	"  --container dds|ktx2|astc|png\n"
-	"  --srgb | --linear      colour space (default: as each PNG says)\n"
-	"  --mipmaps              full mip chains\n"
-	"  --alpha-cutoff N       0..255 (default 128)\n"
-	"  --block WxH            ASTC footprint (default 4x4)\n"
-	"  --shard-size N         items per shard, 1..1024 (default 32)\n"
-	"  --max-attempts N       tries per item before it is failed, 1..100 (default 3)\n"
+	CLI_SPEC_HELP
 	"  --idempotency-key K    submitting again with K returns the same job\n"
 	"  --wait                 then wait for the job as 'kiln wait' does\n"
 	COMMON_HELP
@@ -284,9 +368,7 @@ static const char submit_usage[] =
 	"exit status: 0 submitted (with --wait: done, no failures), 1 some items failed,\n"
 	"2 usage error or request refused, 3 could not reach the scheduler\n";
 
-enum { OPT_INPUT = OPT_COMMON_END, OPT_MANIFEST, OPT_OUTPUT, OPT_FORMAT, OPT_QUALITY, OPT_CONTAINER,
-       OPT_SRGB, OPT_LINEAR, OPT_MIPMAPS, OPT_ALPHA, OPT_BLOCK, OPT_SHARD, OPT_ATTEMPTS, OPT_IDEM,
-       OPT_WAIT };
+enum { OPT_INPUT = OPT_COMMON_END, OPT_MANIFEST, OPT_OUTPUT, OPT_IDEM, OPT_WAIT };
 
 int cli_submit(int argc, char **argv)
 {
@@ -294,28 +376,17 @@ int cli_submit(int argc, char **argv)
 		{"input", required_argument, NULL, OPT_INPUT},
 		{"manifest", required_argument, NULL, OPT_MANIFEST},
 		{"output", required_argument, NULL, OPT_OUTPUT},
-		{"format", required_argument, NULL, OPT_FORMAT},
-		{"quality", required_argument, NULL, OPT_QUALITY},
-		{"container", required_argument, NULL, OPT_CONTAINER},
-		{"srgb", no_argument, NULL, OPT_SRGB},
-		{"linear", no_argument, NULL, OPT_LINEAR},
-		{"mipmaps", no_argument, NULL, OPT_MIPMAPS},
-		{"alpha-cutoff", required_argument, NULL, OPT_ALPHA},
-		{"block", required_argument, NULL, OPT_BLOCK},
-		{"shard-size", required_argument, NULL, OPT_SHARD},
-		{"max-attempts", required_argument, NULL, OPT_ATTEMPTS},
+		CLI_SPEC_LONGOPTS,
 		{"idempotency-key", required_argument, NULL, OPT_IDEM},
 		{"wait", no_argument, NULL, OPT_WAIT},
 		COMMON_LONGOPTS,
 		{0, 0, 0, 0},
 	};
 	client c;
-	client_init(&c, "submit");
+	cli_client_init(&c, "submit");
 	json_t *spec = json_object(), *inputs = json_array(), *job = NULL;
 	const char *manifest = NULL, *idem = NULL;
 	bool wait = false;
-	char *body = NULL;
-	long v;
 	int rc = CLI_EXIT_FATAL, opt;
 	if (!spec || !inputs)
 		goto fail;
@@ -326,6 +397,8 @@ int cli_submit(int argc, char **argv)
 			rc = CLI_EXIT_OK;
 			goto fail;
 		}
+		if (rc < 0)
+			rc = cli_spec_option(c.cmd, opt, optarg, spec);
 		if (rc >= 0) {
 			if (rc != CLI_EXIT_OK)
 				goto fail;
@@ -336,28 +409,6 @@ int cli_submit(int argc, char **argv)
 		case OPT_INPUT: json_array_append_new(inputs, json_string(optarg)); break;
 		case OPT_MANIFEST: manifest = optarg; break;
 		case OPT_OUTPUT: json_object_set_new(spec, "output", json_string(optarg)); break;
-		case OPT_FORMAT: json_object_set_new(spec, "format", json_string(optarg)); break;
-		case OPT_QUALITY: json_object_set_new(spec, "quality", json_string(optarg)); break;
-		case OPT_CONTAINER: json_object_set_new(spec, "container", json_string(optarg)); break;
-		case OPT_SRGB: json_object_set_new(spec, "colorspace", json_string("srgb")); break;
-		case OPT_LINEAR: json_object_set_new(spec, "colorspace", json_string("linear")); break;
-		case OPT_MIPMAPS: json_object_set_new(spec, "mipmaps", json_true()); break;
-		case OPT_BLOCK: json_object_set_new(spec, "block", json_string(optarg)); break;
-		case OPT_ALPHA:
-			if (!cli_parse_long(c.cmd, "--alpha-cutoff", optarg, 0, 255, &v))
-				goto fail;
-			json_object_set_new(spec, "alpha_cutoff", json_integer(v));
-			break;
-		case OPT_SHARD:
-			if (!cli_parse_long(c.cmd, "--shard-size", optarg, 1, 1024, &v))
-				goto fail;
-			json_object_set_new(spec, "shard_size", json_integer(v));
-			break;
-		case OPT_ATTEMPTS:
-			if (!cli_parse_long(c.cmd, "--max-attempts", optarg, 1, 100, &v))
-				goto fail;
-			json_object_set_new(spec, "max_attempts", json_integer(v));
-			break;
 		case OPT_IDEM: idem = optarg; break;
 		case OPT_WAIT: wait = true; break;
 		default: fprintf(stderr, "kiln submit: see 'kiln submit --help'\n"); goto fail;
@@ -376,28 +427,18 @@ int cli_submit(int argc, char **argv)
 		json_object_set_new(spec, "input", json_pack("{s:s}", "manifest", manifest));
 	else
 		json_object_set(spec, "input", ninputs == 1 ? json_array_get(inputs, 0) : inputs);
-	rc = CLI_EXIT_FATAL;
-	body = json_dumps(spec, JSON_COMPACT);
-	if (!body)
-		goto fail;
-	rc = call(&c, "POST", "/v1/jobs", body, idem, &job);
+	rc = cli_submit_job(&c, spec, idem, &job);
 	if (rc != CLI_EXIT_OK)
 		goto fail;
 	const char *id = json_string_value(json_object_get(job, "id"));
-	if (!id) {
-		fprintf(stderr, "kiln submit: the scheduler's answer has no job id\n");
-		rc = CLI_EXIT_FATAL;
-		goto fail;
-	}
 	if (c.json && !wait)
-		print_json(job);
+		cli_print_json(job);
 	else
 		printf("%s\n", id);
 	fflush(stdout);
 	if (wait)
-		rc = wait_job(&c, id);
+		rc = wait_and_print(&c, id);
 fail:
-	free(body);
 	json_decref(job);
 	json_decref(inputs);
 	json_decref(spec);
@@ -437,17 +478,17 @@ int cli_status(int argc, char **argv)
 	const char *id;
 	char path[64];
 	json_t *job;
-	client_init(&c, "status");
+	cli_client_init(&c, "status");
 	int rc = parse_job_command(&c, argc, argv, JOB_USAGE("status", "Show a job's state and progress."), &id);
 	if (rc != CLI_EXIT_OK)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	if ((rc = job_path(&c, id, "", path, sizeof path)) != CLI_EXIT_OK ||
-	    (rc = call(&c, "GET", path, NULL, NULL, &job)) != CLI_EXIT_OK)
+	    (rc = cli_client_call(&c, "GET", path, NULL, NULL, &job)) != CLI_EXIT_OK)
 		return rc;
 	if (c.json)
-		print_json(job);
+		cli_print_json(job);
 	else
-		print_job_line(job);
+		cli_print_job_line(stdout, job);
 	json_decref(job);
 	return CLI_EXIT_OK;
 }
@@ -456,14 +497,14 @@ int cli_wait(int argc, char **argv)
 {
 	client c;
 	const char *id;
-	client_init(&c, "wait");
+	cli_client_init(&c, "wait");
 	int rc = parse_job_command(&c, argc, argv,
 				   JOB_USAGE("wait", "Wait for a job to end, with a progress bar on a terminal.\n"
 						     "exit status: 0 done, 1 done with failed items, 3 cancelled or failed"),
 				   &id);
 	if (rc != CLI_EXIT_OK)
 		return rc < 0 ? CLI_EXIT_OK : rc;
-	return wait_job(&c, id);
+	return wait_and_print(&c, id);
 }
 
 int cli_cancel(int argc, char **argv)
@@ -472,17 +513,17 @@ int cli_cancel(int argc, char **argv)
 	const char *id;
 	char path[64];
 	json_t *job;
-	client_init(&c, "cancel");
+	cli_client_init(&c, "cancel");
 	int rc = parse_job_command(&c, argc, argv, JOB_USAGE("cancel", "Cancel a job; finished items stay."), &id);
 	if (rc != CLI_EXIT_OK)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	if ((rc = job_path(&c, id, "", path, sizeof path)) != CLI_EXIT_OK ||
-	    (rc = call(&c, "DELETE", path, NULL, NULL, &job)) != CLI_EXIT_OK)
+	    (rc = cli_client_call(&c, "DELETE", path, NULL, NULL, &job)) != CLI_EXIT_OK)
 		return rc;
 	if (c.json)
-		print_json(job);
+		cli_print_json(job);
 	else
-		print_job_line(job);
+		cli_print_job_line(stdout, job);
 	json_decref(job);
 	return CLI_EXIT_OK;
 }
@@ -491,29 +532,17 @@ int cli_failures(int argc, char **argv)
 {
 	client c;
 	const char *id;
-	char path[96];
 	json_t *res;
-	client_init(&c, "failures");
+	cli_client_init(&c, "failures");
 	int rc = parse_job_command(&c, argc, argv, JOB_USAGE("failures", "List a job's failed items and why."), &id);
 	if (rc != CLI_EXIT_OK)
 		return rc < 0 ? CLI_EXIT_OK : rc;
-	if ((rc = job_path(&c, id, "/failures?limit=100000", path, sizeof path)) != CLI_EXIT_OK ||
-	    (rc = call(&c, "GET", path, NULL, NULL, &res)) != CLI_EXIT_OK)
+	if ((rc = cli_get_failures(&c, id, &res)) != CLI_EXIT_OK)
 		return rc;
-	if (c.json) {
-		print_json(res);
-	} else {
-		size_t i;
-		const json_t *f;
-		const json_t *list = json_object_get(res, "failures");
-		json_array_foreach(list, i, f)
-			printf("%s: %s (attempts: %lld)\n", json_string_value(json_object_get(f, "input")),
-			       json_string_value(json_object_get(f, "error")),
-			       (long long)json_integer_value(json_object_get(f, "attempts")));
-		size_t total = (size_t)json_integer_value(json_object_get(res, "total"));
-		if (total > json_array_size(list))
-			printf("... and %zu more\n", total - json_array_size(list));
-	}
+	if (c.json)
+		cli_print_json(res);
+	else
+		cli_print_failures(stdout, res, "");
 	json_decref(res);
 	return CLI_EXIT_OK;
 }
@@ -523,7 +552,7 @@ int cli_jobs(int argc, char **argv)
 	static const char usage[] = "usage: kiln jobs [OPTIONS]\n\nList the scheduler's jobs.\n\noptions:\n" COMMON_HELP;
 	static const struct option longopts[] = {COMMON_LONGOPTS, {0, 0, 0, 0}};
 	client c;
-	client_init(&c, "jobs");
+	cli_client_init(&c, "jobs");
 	int opt, rc;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -542,15 +571,15 @@ int cli_jobs(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	json_t *res;
-	if ((rc = check_server(&c)) != CLI_EXIT_OK || (rc = call(&c, "GET", "/v1/jobs", NULL, NULL, &res)) != CLI_EXIT_OK)
+	if ((rc = check_server(&c)) != CLI_EXIT_OK || (rc = cli_client_call(&c, "GET", "/v1/jobs", NULL, NULL, &res)) != CLI_EXIT_OK)
 		return rc;
 	if (c.json) {
-		print_json(res);
+		cli_print_json(res);
 	} else {
 		size_t i;
 		const json_t *job;
 		json_array_foreach(json_object_get(res, "jobs"), i, job)
-			print_job_line(job);
+			cli_print_job_line(stdout, job);
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;

@@ -21,6 +21,8 @@ static const struct {
 	{"failures", cli_failures, "list a job's failed items and why"},
 	{"jobs", cli_jobs, "list a scheduler's jobs"},
 	{"worker", cli_worker, "run a worker node: take shards from a scheduler and encode them"},
+	{"run", cli_run, "convert a folder in one process: scheduler and worker embedded, no setup"},
+	{"keygen", cli_keygen, "make a CURVE key pair for the scheduler or a worker"},
 };
 
 static void usage(FILE *out)

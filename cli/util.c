@@ -2,6 +2,7 @@
 #include "cli/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,25 @@ bool cli_is_dir(const char *path)
 {
 	struct stat st;
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool cli_write_private(const char *cmd, const char *path, const char *text, unsigned mode, bool replace)
+{
+	int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (replace ? O_TRUNC : O_EXCL);
+	int fd = open(path, flags, (mode_t)mode);
+	if (fd < 0) {
+		fprintf(stderr, "kiln %s: cannot create %s: %s\n", cmd, path, strerror(errno));
+		return false;
+	}
+	size_t len = strlen(text);
+	/* a replaced file keeps its old mode through O_TRUNC: set it before the secret is in */
+	bool ok = fchmod(fd, (mode_t)mode) == 0 && write(fd, text, len) == (ssize_t)len && write(fd, "\n", 1) == 1 &&
+		  fsync(fd) == 0;
+	if (!ok)
+		fprintf(stderr, "kiln %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+	if (close(fd) != 0)
+		ok = false;
+	return ok;
 }
 
 double cli_now(void)

@@ -15,6 +15,11 @@ bool cli_output_name(const char *dir, const char *input, const char *ext, char *
 /* true when path names an existing directory. */
 bool cli_is_dir(const char *path);
 
+/* Writes text and a newline to path with exactly this mode (whatever the umask), for
+ * secrets: never through a symlink, and only over an existing file when replace is set.
+ * False (with a message naming cmd) on failure. */
+bool cli_write_private(const char *cmd, const char *path, const char *text, unsigned mode, bool replace);
+
 /* A one-line progress bar on stderr when it is a terminal (done/failed/total, rate, ETA);
  * nothing otherwise, so logs and pipes stay clean. */
 typedef struct cli_progress {

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/worker.h"
+
 #include "cli/cli.h"
 #include "cli/util.h"
 #include "common/log.h"
@@ -100,28 +102,44 @@ static void on_signal(int sig)
 		kiln_client_stop(running);
 }
 
-/* Everything the worker needs before it can talk to a scheduler: devices, keys, storage
- * settings. Shared by --health and the real start, so the probe checks what starts. */
-static int prepare(const worker_args *a, kiln_client_config *cfg, char *server_key, char *secret_key)
+int cli_worker_config(const char *cmd, const char *devices, kiln_client_config *cfg)
 {
 	char msg[512];
 	kiln_client_config_init(cfg);
-	cfg->endpoint = a->connect;
-	cfg->slots = (unsigned)a->slots;
 	kiln_pipeline_config *pc = &cfg->pipeline;
-	kiln_status st = kiln_worker_devices_parse(a->devices, pc->devices, KILN_PIPELINE_MAX_DEVICES,
+	kiln_status st = kiln_worker_devices_parse(devices, pc->devices, KILN_PIPELINE_MAX_DEVICES,
 						   &pc->ndevices, msg, sizeof msg);
 	if (st == KILN_ERR_INVALID_ARG) {
-		fprintf(stderr, "kiln worker: --devices: %s\n", msg);
+		fprintf(stderr, "kiln %s: --devices: %s\n", cmd, msg);
 		return CLI_EXIT_USAGE;
 	}
 	if (st == KILN_OK)
 		st = kiln_worker_devices_check(pc->devices, pc->ndevices, msg, sizeof msg);
 	if (st != KILN_OK) {
-		fprintf(stderr, "kiln worker: %s\n", msg);
+		fprintf(stderr, "kiln %s: %s\n", cmd, msg);
 		return CLI_EXIT_FATAL;
 	}
+	kiln_storage *storage = NULL;
+	st = kiln_storage_create(NULL, &storage, msg, sizeof msg);
+	kiln_storage_destroy(storage);
+	if (st != KILN_OK) {
+		fprintf(stderr, "kiln %s: storage settings: %s\n", cmd, msg);
+		return CLI_EXIT_FATAL;
+	}
+	return CLI_EXIT_OK;
+}
+
+/* Everything the worker needs before it can talk to a scheduler: devices, keys, storage
+ * settings. Shared by --health and the real start, so the probe checks what starts. */
+static int prepare(const worker_args *a, kiln_client_config *cfg, char *server_key, char *secret_key)
+{
+	int rc = cli_worker_config("worker", a->devices, cfg);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	cfg->endpoint = a->connect;
+	cfg->slots = (unsigned)a->slots;
 	if (a->server_key_file) {
+		char msg[512];
 		if (kiln_curve_key_load(a->server_key_file, server_key, msg, sizeof msg) != KILN_OK ||
 		    kiln_curve_key_load(a->secret_key_file, secret_key, msg, sizeof msg) != KILN_OK) {
 			fprintf(stderr, "kiln worker: %s\n", msg);
@@ -129,13 +147,6 @@ static int prepare(const worker_args *a, kiln_client_config *cfg, char *server_k
 		}
 		cfg->curve_server_key = server_key;
 		cfg->curve_secret_key = secret_key;
-	}
-	kiln_storage *storage = NULL;
-	st = kiln_storage_create(NULL, &storage, msg, sizeof msg);
-	kiln_storage_destroy(storage);
-	if (st != KILN_OK) {
-		fprintf(stderr, "kiln worker: storage settings: %s\n", msg);
-		return CLI_EXIT_FATAL;
 	}
 	return CLI_EXIT_OK;
 }

@@ -17,6 +17,7 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/curve.h"
 #include "common/log.h"
 #include "common/proto.h"
 
@@ -474,6 +475,7 @@ kiln_status kiln_dispatch_create(const kiln_dispatch_config *cfg, kiln_jobs *job
 		return KILN_ERR_NOMEM;
 	d->cfg = *cfg;
 	d->cfg.listen = NULL;
+	d->cfg.curve_secret_key = NULL;  /* used once, below; the caller owns (and wipes) it */
 	if (!d->cfg.heartbeat_ms)
 		d->cfg.heartbeat_ms = 1000;
 	if (!d->cfg.lease_ms)
@@ -505,6 +507,20 @@ kiln_status kiln_dispatch_create(const kiln_dispatch_config *cfg, kiln_jobs *job
 	zmq_setsockopt(d->sock, ZMQ_LINGER, &zero, sizeof zero);
 	/* an oversized frame from a peer is refused by ZeroMQ before it is buffered */
 	zmq_setsockopt(d->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+	if (cfg->curve_secret_key) {
+		st = KILN_ERR_INVALID_ARG;
+		if (!zmq_has("curve")) {
+			KILN_ERROR("CURVE was asked for, but this libzmq has no CURVE support", NULL);
+			goto fail;
+		}
+		/* both before bind: they apply to the connections the socket accepts from now on */
+		if (strlen(cfg->curve_secret_key) != KILN_CURVE_KEY_LEN ||
+		    zmq_setsockopt(d->sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+		    zmq_setsockopt(d->sock, ZMQ_CURVE_SECRETKEY, cfg->curve_secret_key, KILN_CURVE_KEY_LEN + 1) != 0) {
+			KILN_ERROR("the CURVE secret key is not 40 characters of Z85 text", NULL);
+			goto fail;
+		}
+	}
 	if (zmq_bind(d->sock, cfg->listen) != 0) {
 		KILN_ERROR("cannot listen", "endpoint=%s error=\"%s\"", cfg->listen, zmq_strerror(zmq_errno()));
 		st = KILN_ERR_INVALID_ARG;

@@ -27,9 +27,12 @@ typedef struct kiln_dispatch_config {
 	unsigned lease_ms;      /* 0: 30000 */
 	unsigned max_slots;     /* a worker announcing more is given this many; 0: 256 */
 	void *zmq_context;      /* shared context (for inproc://), or NULL for an own one */
+	const char *curve_secret_key;  /* Z85 text: CURVE server with this key; NULL: plain */
 } kiln_dispatch_config;
 
-/* Binds the socket (so the endpoint is known before the thread starts). */
+/* Binds the socket (so the endpoint is known before the thread starts). With a CURVE key,
+ * a worker that does not know the matching public key fails the handshake and is never
+ * heard: it cannot announce itself, take shards or send results. */
 kiln_status kiln_dispatch_create(const kiln_dispatch_config *cfg, kiln_jobs *jobs, kiln_dispatch **out);
 /* The endpoint actually bound, with the port filled in. */
 const char *kiln_dispatch_endpoint(const kiln_dispatch *d);

@@ -87,7 +87,8 @@ kiln_status kiln_scheduler_create(const kiln_scheduler_config *cfg, kiln_schedul
 			   kiln_strerror(st));
 		goto fail;
 	}
-	kiln_dispatch_config dc = {cfg->listen, cfg->heartbeat_ms, cfg->lease_ms, 0, cfg->zmq_context};
+	kiln_dispatch_config dc = {cfg->listen, cfg->heartbeat_ms, cfg->lease_ms, 0, cfg->zmq_context,
+				   cfg->curve_secret_key};
 	st = kiln_dispatch_create(&dc, s->jobs, &s->dispatch);
 	if (st != KILN_OK)
 		goto fail;
@@ -98,9 +99,9 @@ kiln_status kiln_scheduler_create(const kiln_scheduler_config *cfg, kiln_schedul
 	st = kiln_dispatch_start(s->dispatch);
 	if (st != KILN_OK)
 		goto fail;
-	KILN_INFO("scheduler ready", "workers=%s http_port=%u state_dir=%s auth=%s",
+	KILN_INFO("scheduler ready", "workers=%s http_port=%u state_dir=%s auth=%s curve=%s",
 		  kiln_dispatch_endpoint(s->dispatch), kiln_http_port(s->http), cfg->state_dir,
-		  token ? "bearer" : "none");
+		  token ? "bearer" : "none", cfg->curve_secret_key ? "on" : "off");
 	if (token)
 		memset(token, 0, TOKEN_MAX);
 	free(token);

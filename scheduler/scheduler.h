@@ -22,6 +22,8 @@ typedef struct kiln_scheduler_config {
 	uint64_t compact_bytes;  /* journal compaction threshold; 0: default */
 	size_t max_items;        /* per job; 0: default */
 	void *zmq_context;       /* NULL: own context; shared for inproc:// (kiln run) */
+	const char *curve_secret_key;  /* Z85 text (common/curve.h): workers must use CURVE
+					* with the matching public key; NULL: plain */
 } kiln_scheduler_config;
 
 /* Replays the journal, binds both endpoints and starts serving. */

@@ -112,40 +112,6 @@ void kiln_client_stop(kiln_client *c)
 	wake(c);
 }
 
-kiln_status kiln_curve_key_load(const char *path, char *key, char *msg, size_t msg_cap)
-{
-	kiln_buf buf;
-	kiln_buf_init(&buf, 4096);
-	kiln_status st = kiln_buf_read_file(&buf, path);
-	if (st != KILN_OK) {
-		set_msg(msg, msg_cap, "cannot read CURVE key %s: %s", path, kiln_strerror(st));
-		goto fail;
-	}
-	size_t b = 0, e = buf.len;
-	while (b < e && strchr(" \t\r\n", buf.data[b]))
-		b++;
-	while (e > b && strchr(" \t\r\n", buf.data[e - 1]))
-		e--;
-	uint8_t raw[32];
-	char text[KILN_CURVE_KEY_LEN + 1];
-	st = KILN_ERR_CORRUPT;
-	if (e - b != KILN_CURVE_KEY_LEN) {
-		set_msg(msg, msg_cap, "CURVE key %s: expected %d characters of Z85 text", path, KILN_CURVE_KEY_LEN);
-		goto fail;
-	}
-	memcpy(text, buf.data + b, KILN_CURVE_KEY_LEN);
-	text[KILN_CURVE_KEY_LEN] = '\0';
-	if (!zmq_z85_decode(raw, text)) {
-		set_msg(msg, msg_cap, "CURVE key %s: not Z85 text", path);
-		goto fail;
-	}
-	memcpy(key, text, sizeof text);
-	st = KILN_OK;
-fail:
-	kiln_buf_free(&buf);
-	return st;
-}
-
 /* ---- shard records ---- */
 
 static void record_free(record *r)

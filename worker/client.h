@@ -10,10 +10,9 @@
 
 #include <stddef.h>
 
+#include "common/curve.h"
 #include "common/error.h"
 #include "worker/pipeline.h"
-
-#define KILN_CURVE_KEY_LEN 40  /* a 32-byte key in Z85 text */
 
 typedef struct kiln_client_config {
 	const char *endpoint;          /* tcp://HOST:PORT (inproc:// with zmq_context) */
@@ -50,9 +49,5 @@ void kiln_client_stop(kiln_client *c);
 
 /* The socket identity in use (hostname-pid unless configured). */
 const char *kiln_client_id(const kiln_client *c);
-
-/* Reads a CURVE key from a file of Z85 text (surrounding whitespace ignored) into key
- * (KILN_CURVE_KEY_LEN + 1 bytes). */
-kiln_status kiln_curve_key_load(const char *path, char *key, char *msg, size_t msg_cap);
 
 #endif

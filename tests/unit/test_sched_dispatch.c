@@ -23,7 +23,7 @@ static void setup(void)
 	sim_mkdtemp(dir, sizeof dir, "dispatch");
 	kiln_jobs_config jc = {dir, 0, 0, LEASE_MS};
 	cr_assert_eq(kiln_jobs_open(&jc, &jobs), KILN_OK);
-	kiln_dispatch_config dc = {"tcp://127.0.0.1:*", HEARTBEAT_MS, LEASE_MS, 0, NULL};
+	kiln_dispatch_config dc = {"tcp://127.0.0.1:*", HEARTBEAT_MS, LEASE_MS, 0, NULL, NULL};
 	cr_assert_eq(kiln_dispatch_create(&dc, jobs, &disp), KILN_OK);
 	cr_assert_eq(kiln_dispatch_start(disp), KILN_OK);
 }
