@@ -1,7 +1,7 @@
 /* kiln-bench: kiln's codecs against the anchors (libsquish for BC1), side by side, on the
  * Kodak set. Prints markdown tables (what, kiln, anchor, ratio) and writes them to a file.
  *
- *   kiln-bench [--quick] [--only quality|cpu|gpu] [--out FILE.md]
+ *   kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker] [--out FILE.md]
  *
  * Run from the repository root (make bench), so ../shared/data/kodak is found; KILN_SHARED
  * overrides the data folder. Exit status 1 when a check failed (an encoder error, GPU
@@ -18,16 +18,18 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: kiln-bench [--quick] [--only quality|cpu|gpu] [--out FILE.md]\n"
+	fprintf(f, "usage: kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker] [--out FILE.md]\n"
 		   "  --quick   one timed run, no warm-up (CI smoke)\n"
-		   "  --only    run one part: BC1 quality, CPU throughput, or the GPU part\n"
+		   "  --only    run one part: BC1 quality, CPU throughput, the GPU part, or\n"
+		   "            scheduler scale (simulated workers), or the worker pipeline\n"
+		   "            end to end (PNG files -> DDS files)\n"
 		   "  --out     markdown output (default " DEFAULT_OUT ")\n");
 }
 
 /* 0 on success, 1 on a bad command line, -1 for --help. */
 static int parse_args(int argc, char **argv, bench_opts *opts)
 {
-	*opts = (bench_opts){ .quality = true, .cpu = true, .gpu = true, .warmup = 1, .reps = 5,
+	*opts = (bench_opts){ .quality = true, .cpu = true, .gpu = true, .sched = true, .worker = true, .warmup = 1, .reps = 5,
 			      .budget_s = 10, .gpu_launches = 20, .out_path = DEFAULT_OUT };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -42,7 +44,9 @@ static int parse_args(int argc, char **argv, bench_opts *opts)
 			opts->quality = strcmp(part, "quality") == 0;
 			opts->cpu = strcmp(part, "cpu") == 0;
 			opts->gpu = strcmp(part, "gpu") == 0;
-			if (!opts->quality && !opts->cpu && !opts->gpu) {
+			opts->sched = strcmp(part, "sched") == 0;
+			opts->worker = strcmp(part, "worker") == 0;
+			if (!opts->quality && !opts->cpu && !opts->gpu && !opts->sched && !opts->worker) {
 				fprintf(stderr, "kiln-bench: unknown part '%s'\n", part);
 				return 1;
 			}
@@ -86,7 +90,8 @@ int main(int argc, char **argv)
 	static bench_set set;  /* large: keep it off the stack */
 	static bench_report report;
 	char err[600];
-	kiln_status st = bench_load_kodak(&set, err, sizeof err);
+	bool images = opts.quality || opts.cpu || opts.gpu || opts.worker;  /* the scheduler part needs none */
+	kiln_status st = images ? bench_load_kodak(&set, err, sizeof err) : KILN_OK;
 	if (st != KILN_OK) {
 		fprintf(stderr, "kiln-bench: %s\n", err);
 		return 2;
@@ -96,8 +101,12 @@ int main(int argc, char **argv)
 		bench_report_line(&report, "GPU part skipped: no GPU%s.",
 				  kiln_gpu_built() ? "" : " (built without CUDA)");
 
-	int failed = bench_bc1(&opts, &set, &report);
-	failed += bench_mip(&opts, &set, &report);
+	int failed = images ? bench_bc1(&opts, &set, &report) : 0;
+	failed += images ? bench_mip(&opts, &set, &report) : 0;
+	if (opts.sched)
+		failed += bench_sched(&opts, &report);
+	if (opts.worker)
+		failed += bench_worker(&opts, &set, &report);
 	if (failed)
 		bench_report_line(&report, "%d check(s) FAILED: see the tables.", failed);
 	rc = write_report(&report, opts.out_path);

@@ -273,9 +273,10 @@ void bench_report_machine(bench_report *report, const bench_opts *opts)
 	strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
 	snprintf(report->machine, sizeof report->machine,
 		 "- CPU: %s, %u cores online (load average %.2f at start)\n- GPU: %s\n- date: %s\n"
-		 "- parts:%s%s%s%s; up to %d timed runs (median) after %d warm-up\n",
+		 "- parts:%s%s%s%s%s%s; up to %d timed runs (median) after %d warm-up\n",
 		 cpu, kiln_cpu_count(), load_average(), gpu, date, opts->quality ? " quality" : "",
-		 opts->cpu ? " cpu" : "", opts->gpu ? " gpu" : "", opts->quick ? " (--quick)" : "",
+		 opts->cpu ? " cpu" : "", opts->gpu ? " gpu" : "", opts->sched ? " sched" : "", opts->worker ? " worker" : "",
+		 opts->quick ? " (--quick)" : "",
 		 opts->reps, opts->warmup);
 }
 

@@ -18,6 +18,8 @@
 /* Which parts run (--only) and how long (--quick). */
 typedef struct bench_opts {
 	bool quality, cpu, gpu;
+	bool sched;   /* scheduler scale (bench_sched.c); needs no images */
+	bool worker;  /* worker pipeline end to end (bench_worker.c) */
 	bool quick;
 	int warmup;   /* untimed runs before timing */
 	int reps;     /* timed runs at most; the median is reported */
@@ -136,5 +138,14 @@ void bench_report_write(const bench_report *report, FILE *f);
  * encoder error). */
 int bench_bc1(const bench_opts *opts, const bench_set *set, bench_report *report);
 int bench_mip(const bench_opts *opts, const bench_set *set, bench_report *report);
+/* Scheduler scale with simulated workers (bench_sched.c): planning time and memory of a
+ * 1,000,000-item job (100,000 with --quick), shards dispatched per second. Returns the
+ * number of failed checks (the job not ending done with every item). */
+int bench_sched(const bench_opts *opts, bench_report *report);
+/* Worker pipeline end to end (bench_worker.c): Kodak PNG files -> BC1 DDS files through
+ * the pipeline in-process, images/s and Mpix/s on the CPU backend and on the GPUs, and the
+ * stage breakdown naming the limiting stage. Returns the number of failed checks (failed
+ * items, GPU files differing from the CPU's). */
+int bench_worker(const bench_opts *opts, const bench_set *set, bench_report *report);
 
 #endif

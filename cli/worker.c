@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/worker.h"
@@ -28,6 +29,10 @@ static const char usage_text[] =
 	"  --slots N                     shards held at once, 1..1024 (default 2 per device)\n"
 	"  --curve-server-key FILE       the scheduler's CURVE public key (Z85 text)\n"
 	"  --curve-secret FILE           this worker's CURVE secret key (Z85 text)\n"
+	"  --s3-attempts N               tries per S3 request, 1..100 (default 12;\n"
+	"                                $KILN_S3_MAX_ATTEMPTS)\n"
+	"  --s3-backoff-max-ms N         cap on one wait between tries, 100..600000\n"
+	"                                (default 5000; $KILN_S3_BACKOFF_MAX_MS)\n"
 	"  --health                      check that the worker can start, then exit (0: yes)\n"
 	"  -h, --help                    this text\n"
 	"\n"
@@ -40,9 +45,12 @@ typedef struct worker_args {
 	const char *server_key_file;
 	const char *secret_key_file;
 	bool health;
+	long s3_attempts;         /* 0: default or environment */
+	long s3_backoff_max_ms;
 } worker_args;
 
-enum { OPT_CONNECT = 256, OPT_DEVICES, OPT_SLOTS, OPT_SERVER_KEY, OPT_SECRET, OPT_HEALTH };
+enum { OPT_CONNECT = 256, OPT_DEVICES, OPT_SLOTS, OPT_SERVER_KEY, OPT_SECRET, OPT_HEALTH, OPT_S3_ATTEMPTS,
+       OPT_S3_BACKOFF };
 
 static int parse_args(int argc, char **argv, worker_args *a)
 {
@@ -53,6 +61,8 @@ static int parse_args(int argc, char **argv, worker_args *a)
 		{"curve-server-key", required_argument, NULL, OPT_SERVER_KEY},
 		{"curve-secret", required_argument, NULL, OPT_SECRET},
 		{"health", no_argument, NULL, OPT_HEALTH},
+		{"s3-attempts", required_argument, NULL, OPT_S3_ATTEMPTS},
+		{"s3-backoff-max-ms", required_argument, NULL, OPT_S3_BACKOFF},
 		{"help", no_argument, NULL, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -71,6 +81,14 @@ static int parse_args(int argc, char **argv, worker_args *a)
 		case OPT_SERVER_KEY: a->server_key_file = optarg; break;
 		case OPT_SECRET: a->secret_key_file = optarg; break;
 		case OPT_HEALTH: a->health = true; break;
+		case OPT_S3_ATTEMPTS:
+			if (!cli_parse_long("worker", "--s3-attempts", optarg, 1, 100, &a->s3_attempts))
+				return CLI_EXIT_USAGE;
+			break;
+		case OPT_S3_BACKOFF:
+			if (!cli_parse_long("worker", "--s3-backoff-max-ms", optarg, 100, 600000, &a->s3_backoff_max_ms))
+				return CLI_EXIT_USAGE;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			return -1;
@@ -102,11 +120,39 @@ static void on_signal(int sig)
 		kiln_client_stop(running);
 }
 
+/* The worker's storage settings (kept for the pipeline's lifetime, which is the process's).
+ * common/storage's defaults (5 tries, waits from 100 ms doubling) give up after about
+ * 1.5 s, and the scheduler's item attempts follow at once, so an S3 endpoint that is down
+ * for ten seconds (a restart, a failover, a burst of 503 SlowDown) used to fail whole
+ * shards for good. A worker has nothing better to do than wait: 12 tries with waits capped
+ * at 5 s ride out 15 to 40 s; heartbeats keep the shard's lease meanwhile.
+ * docs/RELIABILITY.md has the measurements. */
+#define WORKER_S3_ATTEMPTS 12
+#define WORKER_S3_BACKOFF_MAX_MS 5000
+static kiln_storage_config worker_storage;
+
+/* $name as a number in [min, max]; false (and a message) when set but not one. */
+static bool env_long(const char *cmd, const char *name, long min, long max, long *out)
+{
+	const char *v = getenv(name);
+	if (!v || !v[0])
+		return true;
+	return cli_parse_long(cmd, name, v, min, max, out);
+}
+
 int cli_worker_config(const char *cmd, const char *devices, kiln_client_config *cfg)
 {
 	char msg[512];
 	kiln_client_config_init(cfg);
 	kiln_pipeline_config *pc = &cfg->pipeline;
+	kiln_storage_config_init(&worker_storage);
+	long attempts = WORKER_S3_ATTEMPTS, backoff_max = WORKER_S3_BACKOFF_MAX_MS;
+	if (!env_long(cmd, "KILN_S3_MAX_ATTEMPTS", 1, 100, &attempts) ||
+	    !env_long(cmd, "KILN_S3_BACKOFF_MAX_MS", 100, 600000, &backoff_max))
+		return CLI_EXIT_USAGE;
+	worker_storage.max_attempts = (unsigned)attempts;
+	worker_storage.backoff_max_ms = (unsigned)backoff_max;
+	pc->storage_config = &worker_storage;
 	kiln_status st = kiln_worker_devices_parse(devices, pc->devices, KILN_PIPELINE_MAX_DEVICES,
 						   &pc->ndevices, msg, sizeof msg);
 	if (st == KILN_ERR_INVALID_ARG) {
@@ -120,7 +166,7 @@ int cli_worker_config(const char *cmd, const char *devices, kiln_client_config *
 		return CLI_EXIT_FATAL;
 	}
 	kiln_storage *storage = NULL;
-	st = kiln_storage_create(NULL, &storage, msg, sizeof msg);
+	st = kiln_storage_create(&worker_storage, &storage, msg, sizeof msg);
 	kiln_storage_destroy(storage);
 	if (st != KILN_OK) {
 		fprintf(stderr, "kiln %s: storage settings: %s\n", cmd, msg);
@@ -138,6 +184,10 @@ static int prepare(const worker_args *a, kiln_client_config *cfg, char *server_k
 		return rc;
 	cfg->endpoint = a->connect;
 	cfg->slots = (unsigned)a->slots;
+	if (a->s3_attempts)
+		worker_storage.max_attempts = (unsigned)a->s3_attempts;
+	if (a->s3_backoff_max_ms)
+		worker_storage.backoff_max_ms = (unsigned)a->s3_backoff_max_ms;
 	if (a->server_key_file) {
 		char msg[512];
 		if (kiln_curve_key_load(a->server_key_file, server_key, msg, sizeof msg) != KILN_OK ||

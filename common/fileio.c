@@ -25,6 +25,8 @@ static atomic_uint tmp_counter;
 
 /* Tries this many temporary names before giving up on EEXIST. */
 #define TMP_ATTEMPTS 16
+/* Bytes of the target's base name kept in its temporary name (see kiln_file_write_atomic). */
+#define TMP_BASE_MAX 200
 
 static kiln_status write_all(int fd, const uint8_t *p, size_t size)
 {
@@ -86,8 +88,13 @@ kiln_status kiln_file_write_atomic(const char *path, const void *data, size_t si
 		goto fail;
 
 	const char *sep = dir[strlen(dir) - 1] == '/' ? "" : "/";
+	/* The temporary name adds up to 27 bytes to the base name: a valid name of more than
+	 * NAME_MAX - 27 bytes (a 250-byte one, found by tests/unit/test_hostile.c) would make
+	 * it ENAMETOOLONG. Only the first TMP_BASE_MAX bytes of the base go into it; pid and
+	 * counter keep it unique. */
+	int base_len = strlen(base) > TMP_BASE_MAX ? TMP_BASE_MAX : (int)strlen(base);
 	for (int attempt = 0; attempt < TMP_ATTEMPTS; attempt++) {
-		snprintf(tmp, tmp_cap, "%s%s.%s.tmp.%ld.%u", dir, sep, base, (long)getpid(),
+		snprintf(tmp, tmp_cap, "%s%s.%.*s.tmp.%ld.%u", dir, sep, base_len, base, (long)getpid(),
 			 atomic_fetch_add(&tmp_counter, 1u));
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 		if (fd >= 0 || errno != EEXIST)

@@ -44,7 +44,8 @@ SCHEMA(options_schema,
        {"mipmaps", F_BOOL, false, NULL, 0, 0},
        {"colorspace", F_STRING, false, NULL, 0, 0},
        {"alpha_cutoff", F_UINT, false, NULL, 0, 0},
-       {"block", F_STRING, false, NULL, 0, 0});
+       {"block", F_STRING, false, NULL, 0, 0},
+       {"measure_psnr", F_BOOL, false, NULL, 0, 0});
 
 SCHEMA(shard_item_schema,
        {"id", F_UINT, true, NULL, 0, 0},

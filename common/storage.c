@@ -413,7 +413,11 @@ static kiln_status walk_dir(struct walk *w, size_t dir_len, const char *name_pre
 	}
 	closedir(d);
 	d = NULL;
-	qsort(list, n, sizeof *list, compare_entries);
+	/* qsort's array must not be NULL even for 0 elements: a listing that kept no entry
+	 * (kiln run --input on a missing folder) was undefined behaviour, found by UBSan in
+	 * make test-asan. Sort only what needs sorting. */
+	if (n > 1)
+		qsort(list, n, sizeof *list, compare_entries);
 	st = KILN_OK;
 	for (size_t i = 0; i < n && st == KILN_OK; i++) {
 		struct dir_entry *e = list[i];

@@ -1,6 +1,8 @@
 /* Texture encoder front end: plans the levels of each image of a batch, then runs mip
  * generation and the codec on the CPU backend or on one GPU (one H2D, one mip launch per
- * level, one codec launch for every level of every image, one D2H). */
+ * level, one codec launch for every level of every image, one D2H, all queued on the
+ * stream of the batch's slot). Up to KILN_TEXENC_MAX_INFLIGHT batches are in flight, each
+ * in a slot with its own stream and buffers, so consecutive batches overlap on the GPU. */
 #include "kernels/texenc.h"
 
 #include <stdio.h>
@@ -28,13 +30,6 @@ typedef struct gpu_buffers {
 	size_t h_blocks_cap;
 } gpu_buffers;
 
-struct kiln_texenc {
-	kiln_device device;
-	kiln_texenc_opts opts;
-	kiln_pool *pool;
-	gpu_buffers gpu;
-	char last_error[256];
-};
 
 /* Where one level of one image lives during a batch. */
 typedef struct level_plan {
@@ -56,6 +51,43 @@ typedef struct batch_plan {
 	size_t nchains;
 	uint32_t max_levels;
 } batch_plan;
+
+/* The codec's view of a batch: one surface, destination and status per level. */
+typedef struct level_arrays {
+	kiln_surface *src;
+	uint8_t **dst;
+	kiln_status *status;
+} level_arrays;
+
+typedef enum slot_state {
+	SLOT_FREE,    /* no batch */
+	SLOT_QUEUED,  /* GPU work queued on the slot's stream */
+	SLOT_DONE,    /* result ready in tex/status (CPU batch, or a batch that failed) */
+} slot_state;
+
+/* One batch in flight and the buffers it runs in. */
+typedef struct batch_slot {
+	slot_state state;
+	uint64_t ticket;
+	size_t count;
+	kiln_texture *tex;     /* the batch's textures: planned at submit, filled by collect */
+	kiln_status *status;
+	size_t cap;            /* entries of tex and status */
+	batch_plan plan;
+	level_arrays la;
+	kiln_status result;    /* the whole batch: KILN_OK or why it failed */
+	char error[256];       /* why it failed, for kiln_texenc_last_error */
+	gpu_buffers gpu;
+} batch_slot;
+
+struct kiln_texenc {
+	kiln_device device;
+	kiln_texenc_opts opts;
+	kiln_pool *pool;
+	batch_slot slots[KILN_TEXENC_MAX_INFLIGHT];
+	uint64_t next_ticket;
+	char last_error[256];
+};
 
 void kiln_texenc_opts_default(kiln_texenc_opts *opts)
 {
@@ -111,8 +143,8 @@ kiln_status kiln_texenc_create(const kiln_device *device, const kiln_texenc_opts
 	enc->pool = pool;
 	if (device->kind == KILN_DEVICE_GPU) {
 		st = kiln_gpu_use(device->index);
-		if (st == KILN_OK)
-			st = kiln_gpu_stream_create(&enc->gpu.stream);
+		if (st == KILN_OK) /* the first slot's stream now: a device that cannot run fails here */
+			st = kiln_gpu_stream_create(&enc->slots[0].gpu.stream);
 		if (st != KILN_OK)
 			goto fail;
 	}
@@ -134,14 +166,16 @@ static void gpu_buffers_release(gpu_buffers *g)
 	memset(g, 0, sizeof *g);
 }
 
+static void slot_release(kiln_texenc *enc, batch_slot *s);
+
 void kiln_texenc_destroy(kiln_texenc *enc)
 {
 	if (!enc)
 		return;
-	if (enc->device.kind == KILN_DEVICE_GPU) {
+	if (enc->device.kind == KILN_DEVICE_GPU)
 		kiln_gpu_use(enc->device.index);
-		gpu_buffers_release(&enc->gpu);
-	}
+	for (size_t i = 0; i < KILN_TEXENC_MAX_INFLIGHT; i++)
+		slot_release(enc, &enc->slots[i]);
 	free(enc);
 }
 
@@ -303,18 +337,12 @@ static void collect_output(const batch_plan *plan, const uint8_t *blocks, kiln_t
 	}
 }
 
-/* The codec's view of a batch: one surface, destination and status per level. */
-typedef struct level_arrays {
-	kiln_surface *src;
-	uint8_t **dst;
-	kiln_status *status;
-} level_arrays;
-
 static void level_arrays_free(level_arrays *a)
 {
 	free(a->src);
 	free(a->dst);
 	free(a->status);
+	memset(a, 0, sizeof *a);
 }
 
 static kiln_status level_arrays_make(const batch_plan *plan, uint8_t *blocks, level_arrays *a)
@@ -401,22 +429,25 @@ static kiln_status ensure_device(void **ptr, size_t *cap, size_t need, bool pinn
 }
 
 /* Records which step of a GPU batch failed and why, for kiln_texenc_last_error. */
-static kiln_status gpu_step(kiln_texenc *enc, kiln_status st, const char *step)
+static kiln_status gpu_step(batch_slot *s, kiln_status st, const char *step)
 {
 	if (st != KILN_OK)
-		snprintf(enc->last_error, sizeof enc->last_error, "%s: %s%s%s", step, kiln_strerror(st),
+		snprintf(s->error, sizeof s->error, "%s: %s%s%s", step, kiln_strerror(st),
 			 st == KILN_ERR_CUDA ? ": " : "", st == KILN_ERR_CUDA ? kiln_gpu_last_error() : "");
 	return st;
 }
 
-static kiln_status run_gpu(kiln_texenc *enc, const kiln_image *images, size_t count,
-			   batch_plan *plan, kiln_texture *tex, kiln_status *status)
+/* Queues a planned batch on its slot's stream: staging copy into pinned memory, one H2D
+ * of the base levels, the mip launches, one codec launch, one D2H. Nothing waits for the
+ * device; kiln_gpu_stream_sync on the slot's stream ends the batch. */
+static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image *images)
 {
-	gpu_buffers *g = &enc->gpu;
-	kiln_status st = gpu_step(enc, kiln_gpu_use(enc->device.index), "select device");
+	gpu_buffers *g = &s->gpu;
+	batch_plan *plan = &s->plan;
+	kiln_status st = gpu_step(s, kiln_gpu_use(enc->device.index), "select device");
 	if (st != KILN_OK)
 		return st;
-	if (!g->stream && (st = gpu_step(enc, kiln_gpu_stream_create(&g->stream), "create stream")) != KILN_OK)
+	if (!g->stream && (st = gpu_step(s, kiln_gpu_stream_create(&g->stream), "create stream")) != KILN_OK)
 		return st;
 	/* one scratch buffer: mip descriptors first, then the codec's */
 	size_t mip_temp = align_up(kiln_mip_temp_size(plan->nchains ? plan->nchains : 1, plan->max_levels));
@@ -426,71 +457,207 @@ static kiln_status run_gpu(kiln_texenc *enc, const kiln_image *images, size_t co
 	    (st = ensure_device(&g->d_temp, &g->d_temp_cap, temp, false)) ||
 	    (st = ensure_device((void **)&g->h_pixels, &g->h_pixels_cap, plan->base_bytes, true)) ||
 	    (st = ensure_device((void **)&g->h_blocks, &g->h_blocks_cap, plan->block_bytes, true)))
-		return gpu_step(enc, st, "allocate buffers");
+		return gpu_step(s, st, "allocate buffers");
 
-	/* Base levels are staged in pinned memory, laid out as in the device arena. */
-	bind_plan(plan, tex, g->h_pixels, count);
+	/* Base levels are staged in pinned memory, laid out as in the device arena; the slot's
+	 * previous batch was collected, so nothing is still reading the staging buffer. */
+	bind_plan(plan, s->tex, g->h_pixels, s->count);
 	copy_base_levels(plan, images, g->h_pixels);
-	bind_plan(plan, tex, g->d_pixels, count);
-	st = gpu_step(enc, kiln_gpu_h2d(g->d_pixels, g->h_pixels, plan->base_bytes, g->stream), "upload");
+	bind_plan(plan, s->tex, g->d_pixels, s->count);
+	st = gpu_step(s, kiln_gpu_h2d(g->d_pixels, g->h_pixels, plan->base_bytes, g->stream), "upload");
 	if (st != KILN_OK)
 		return st;
 	if (plan->nchains) {
 		st = kiln_mip_build_gpu(plan->chains, plan->nchains, g->d_temp, mip_temp, g->stream);
-		if (gpu_step(enc, st, "mipmaps") != KILN_OK)
+		if (gpu_step(s, st, "mipmaps") != KILN_OK)
 			return st;
 	}
-
-	level_arrays la;
-	if ((st = level_arrays_make(plan, g->d_blocks, &la)) != KILN_OK)
-		return gpu_step(enc, st, "plan");
+	if ((st = level_arrays_make(plan, g->d_blocks, &s->la)) != KILN_OK)
+		return gpu_step(s, st, "plan");
 	kiln_bc1_params params;
 	bc1_params_of(enc, &params);
-	st = gpu_step(enc, kiln_bc1_encode_gpu(&params, la.src, la.dst, plan->nlevels, la.status,
-					       (uint8_t *)g->d_temp + mip_temp, temp - mip_temp, g->stream),
+	st = gpu_step(s, kiln_bc1_encode_gpu(&params, s->la.src, s->la.dst, plan->nlevels, s->la.status,
+					     (uint8_t *)g->d_temp + mip_temp, temp - mip_temp, g->stream),
 		      "encode");
 	if (st == KILN_OK)
-		st = gpu_step(enc, kiln_gpu_d2h(g->h_blocks, g->d_blocks, plan->block_bytes, g->stream), "download");
-	if (st == KILN_OK)
-		st = gpu_step(enc, kiln_gpu_stream_sync(g->stream), "synchronize");
-	if (st == KILN_OK) {
-		merge_level_status(plan, &la, status);
-		collect_output(plan, g->h_blocks, tex, status);
-	}
-	level_arrays_free(&la);
+		st = gpu_step(s, kiln_gpu_d2h(g->h_blocks, g->d_blocks, plan->block_bytes, g->stream), "download");
 	return st;
+}
+
+/* Waits for a queued batch and copies its blocks out of the pinned buffer. */
+static kiln_status gpu_collect(kiln_texenc *enc, batch_slot *s)
+{
+	kiln_status st = gpu_step(s, kiln_gpu_use(enc->device.index), "select device");
+	if (st == KILN_OK)
+		st = gpu_step(s, kiln_gpu_stream_sync(s->gpu.stream), "synchronize");
+	if (st == KILN_OK) {
+		merge_level_status(&s->plan, &s->la, s->status);
+		collect_output(&s->plan, s->gpu.h_blocks, s->tex, s->status);
+	}
+	return st;
+}
+
+/* Ends a batch: a whole-batch error goes to every image still fine, failed images lose
+ * their levels, and the plan is freed. The result waits in the slot for collect. */
+static void slot_finish(batch_slot *s, kiln_status st)
+{
+	plan_free(&s->plan);
+	level_arrays_free(&s->la);
+	s->result = st;
+	for (size_t i = 0; i < s->count; i++) {
+		if (st != KILN_OK && s->status[i] == KILN_OK)
+			s->status[i] = st;
+		if (s->status[i] != KILN_OK)
+			kiln_texture_free_levels(&s->tex[i]);
+	}
+	s->state = SLOT_DONE;
+}
+
+/* A CUDA error poisons the context: every batch in flight on it fails with the error
+ * that was seen, every buffer is dropped (the reset frees them) and the device is reset,
+ * so the next batch starts on a clean one. The caller finishes the batch that saw the
+ * error if it is not queued yet. */
+static void gpu_poison(kiln_texenc *enc, const char *why)
+{
+	char text[sizeof enc->last_error];
+	snprintf(text, sizeof text, "%s", why);
+	for (size_t i = 0; i < KILN_TEXENC_MAX_INFLIGHT; i++) {
+		batch_slot *s = &enc->slots[i];
+		if (s->state == SLOT_QUEUED) {
+			snprintf(s->error, sizeof s->error, "%s", text);
+			slot_finish(s, KILN_ERR_CUDA);
+		}
+		memset(&s->gpu, 0, sizeof s->gpu);
+	}
+	kiln_gpu_reset();
+}
+
+/* Frees everything a slot holds (encoder teardown); a queued batch is waited for first. */
+static void slot_release(kiln_texenc *enc, batch_slot *s)
+{
+	if (s->state == SLOT_QUEUED) {
+		kiln_gpu_stream_sync(s->gpu.stream);
+		slot_finish(s, KILN_ERR_CANCELLED);
+	}
+	if (s->state != SLOT_FREE)
+		for (size_t i = 0; i < s->count; i++)
+			kiln_texture_free_levels(&s->tex[i]);
+	if (enc->device.kind == KILN_DEVICE_GPU)
+		gpu_buffers_release(&s->gpu);
+	free(s->tex);
+	free(s->status);
+	memset(s, 0, sizeof *s);
+}
+
+unsigned kiln_texenc_depth(const kiln_texenc *enc)
+{
+	return enc->device.kind == KILN_DEVICE_GPU ? KILN_TEXENC_MAX_INFLIGHT : 1;
+}
+
+unsigned kiln_texenc_inflight(const kiln_texenc *enc)
+{
+	unsigned n = 0;
+	for (size_t i = 0; i < KILN_TEXENC_MAX_INFLIGHT; i++)
+		n += enc->slots[i].state != SLOT_FREE;
+	return n;
+}
+
+kiln_status kiln_texenc_submit(kiln_texenc *enc, const kiln_image *images, size_t count,
+			       uint64_t *ticket)
+{
+	*ticket = 0;
+	batch_slot *s = NULL;
+	for (size_t i = 0; i < KILN_TEXENC_MAX_INFLIGHT && !s; i++)
+		if (enc->slots[i].state == SLOT_FREE)
+			s = &enc->slots[i];
+	if (!s || (count && !images))
+		return KILN_ERR_INVALID_ARG;
+	if (count > s->cap) {
+		kiln_texture *tex = kiln_malloc_array(count, sizeof *tex);
+		kiln_status *status = kiln_malloc_array(count, sizeof *status);
+		if (!tex || !status) {
+			free(tex);
+			free(status);
+			return KILN_ERR_NOMEM;
+		}
+		free(s->tex);
+		free(s->status);
+		s->tex = tex;
+		s->status = status;
+		s->cap = count;
+	}
+	s->count = count;
+	s->error[0] = '\0';
+	for (size_t i = 0; i < count; i++) {
+		memset(&s->tex[i], 0, sizeof s->tex[i]);
+		s->status[i] = plan_texture(enc, &images[i], &s->tex[i]);
+	}
+	kiln_status st = plan_batch(s->tex, s->status, count, &s->plan);
+	if (st == KILN_OK && s->plan.nlevels == 0) {
+		/* every image was refused: nothing to run */
+	} else if (st == KILN_OK && enc->device.kind == KILN_DEVICE_GPU) {
+		st = gpu_submit(enc, s, images);
+		if (st == KILN_OK) {
+			s->state = SLOT_QUEUED;
+			goto queued;
+		}
+		if (st != KILN_ERR_CUDA && s->gpu.stream) {
+			/* part of the batch may be queued: let it drain before the buffers are reused */
+			kiln_status ss = kiln_gpu_stream_sync(s->gpu.stream);
+			if (ss == KILN_ERR_CUDA)
+				st = gpu_step(s, ss, "synchronize");
+		}
+		if (st == KILN_ERR_CUDA)
+			gpu_poison(enc, s->error);
+	} else if (st == KILN_OK) {
+		st = run_cpu(enc, images, count, &s->plan, s->tex, s->status);
+	}
+	slot_finish(s, st);
+queued:
+	s->ticket = ++enc->next_ticket;
+	*ticket = s->ticket;
+	return KILN_OK;
+}
+
+kiln_status kiln_texenc_collect(kiln_texenc *enc, uint64_t ticket, kiln_texture *out,
+				kiln_status *status)
+{
+	batch_slot *s = NULL;
+	for (size_t i = 0; i < KILN_TEXENC_MAX_INFLIGHT && !s; i++)
+		if (enc->slots[i].state != SLOT_FREE && enc->slots[i].ticket == ticket)
+			s = &enc->slots[i];
+	if (!s || !ticket)
+		return KILN_ERR_INVALID_ARG;
+	if (s->state == SLOT_QUEUED) {
+		kiln_status st = gpu_collect(enc, s);
+		if (st == KILN_ERR_CUDA)
+			gpu_poison(enc, s->error); /* finishes this batch too: it is still queued */
+		else
+			slot_finish(s, st);
+	}
+	if (s->count) {
+		memcpy(out, s->tex, s->count * sizeof *out);
+		memcpy(status, s->status, s->count * sizeof *status);
+	}
+	snprintf(enc->last_error, sizeof enc->last_error, "%s", s->error);
+	s->state = SLOT_FREE;
+	s->ticket = 0;
+	s->count = 0;
+	return s->result;
 }
 
 kiln_status kiln_texenc_encode(kiln_texenc *enc, const kiln_image *images, size_t count,
 			       kiln_texture *out, kiln_status *status)
 {
-	batch_plan plan;
-	enc->last_error[0] = '\0';
-	for (size_t i = 0; i < count; i++) {
-		memset(&out[i], 0, sizeof out[i]);
-		status[i] = plan_texture(enc, &images[i], &out[i]);
-	}
-	kiln_status st = plan_batch(out, status, count, &plan);
-	if (st != KILN_OK)
-		goto fail;
-	if (enc->device.kind == KILN_DEVICE_GPU) {
-		st = run_gpu(enc, images, count, &plan, out, status);
-		if (st == KILN_ERR_CUDA) {
-			/* A sticky error poisons the context: drop every buffer (a reset frees
-			 * them) and reset, so the next batch starts on a clean device. */
-			memset(&enc->gpu, 0, sizeof enc->gpu);
-			kiln_gpu_reset();
-		}
-	} else {
-		st = run_cpu(enc, images, count, &plan, out, status);
-	}
-fail:
-	plan_free(&plan);
-	for (size_t i = 0; i < count; i++) {
-		if (st != KILN_OK && status[i] == KILN_OK)
+	uint64_t ticket;
+	kiln_status st = kiln_texenc_submit(enc, images, count, &ticket);
+	if (st != KILN_OK) {
+		enc->last_error[0] = '\0';
+		for (size_t i = 0; i < count; i++) {
+			memset(&out[i], 0, sizeof out[i]);
 			status[i] = st;
-		if (status[i] != KILN_OK)
-			kiln_texture_free_levels(&out[i]);
+		}
+		return st;
 	}
-	return st;
+	return kiln_texenc_collect(enc, ticket, out, status);
 }

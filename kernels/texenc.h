@@ -1,12 +1,15 @@
 /* The texture encoder front end: RGBA8 images in, compressed textures (with their mip
  * chains) out, on the CPU backend or one GPU. It owns the device and pinned buffers, sized
  * by the largest batch seen and reused, so a stream of batches allocates only when a
- * batch is larger than any before. The CLI and the worker both encode through it. */
+ * batch is larger than any before. Batches can be kept in flight (submit, then collect)
+ * so that transfers and kernels of consecutive batches overlap on the GPU. The CLI and
+ * the worker both encode through it. */
 #ifndef KILN_TEXENC_H
 #define KILN_TEXENC_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/error.h"
 #include "common/image.h"
@@ -50,8 +53,53 @@ const char *kiln_texenc_last_error(const kiln_texenc *enc);
  * kiln_texture_free_levels); status[i] says whether image i was encoded. Returns KILN_OK
  * when the batch ran (some images may still have failed), or the error that stopped the
  * whole batch (e.g. KILN_ERR_CUDA: every status then carries it and the device has been
- * reset for the next batch). */
+ * reset for the next batch). The same as kiln_texenc_submit + kiln_texenc_collect, so it
+ * needs a free batch slot (fails with KILN_ERR_INVALID_ARG when every slot is in flight). */
 kiln_status kiln_texenc_encode(kiln_texenc *enc, const kiln_image *images, size_t count,
 			       kiln_texture *out, kiln_status *status);
+
+/* ---- asynchronous batches ----
+ *
+ * On a GPU each batch slot has its own stream, pinned staging and device buffers (each
+ * grown to the largest batch that slot has seen), so a caller that submits batch k+1
+ * before collecting batch k gets the upload of k+1 overlapping the kernels of k and the
+ * download of k-1:
+ *
+ *     submit(b0); submit(b1); loop { collect(oldest); submit(next); }
+ *
+ * submit plans the batch, copies the images into the slot's pinned buffer and queues the
+ * upload, mip and codec launches and the download, then returns: the images may be freed
+ * as soon as it returns. collect waits for that batch and hands out its textures.
+ * On the CPU, submit encodes the whole batch before it returns and collect only hands the
+ * result out, so nothing is gained by having more than one batch in flight there.
+ *
+ * A CUDA error (at submit or collect) poisons the context: every batch in flight fails
+ * with KILN_ERR_CUDA and the runtime's message (kiln_texenc_last_error after its collect),
+ * the device is reset and every buffer dropped; the next submit starts clean.
+ * One thread at a time may use an encoder. */
+
+#define KILN_TEXENC_MAX_INFLIGHT 3  /* batch slots: submitted and not yet collected */
+
+/* How many batches a caller should keep in flight: 1 on the CPU, KILN_TEXENC_MAX_INFLIGHT
+ * on a GPU. */
+unsigned kiln_texenc_depth(const kiln_texenc *enc);
+
+/* Queues count images (under the current options) and gives the batch a ticket. Returns
+ * KILN_OK whenever the batch got a slot: whatever goes wrong after that (bad images, a
+ * CUDA error) is reported by kiln_texenc_collect. Fails, with no ticket, when every slot
+ * is in flight (KILN_ERR_INVALID_ARG) or host memory runs out (KILN_ERR_NOMEM). */
+kiln_status kiln_texenc_submit(kiln_texenc *enc, const kiln_image *images, size_t count,
+			       uint64_t *ticket);
+
+/* Waits for a submitted batch (tickets may be collected in any order) and fills out[i] and
+ * status[i] for each of its count images, as kiln_texenc_encode does, with the same
+ * return value; kiln_texenc_last_error then explains a whole-batch failure. The slot is
+ * free again afterwards. KILN_ERR_INVALID_ARG (and nothing written) for a ticket that is
+ * not in flight. */
+kiln_status kiln_texenc_collect(kiln_texenc *enc, uint64_t ticket, kiln_texture *out,
+				kiln_status *status);
+
+/* Batches submitted and not yet collected. */
+unsigned kiln_texenc_inflight(const kiln_texenc *enc);
 
 #endif

@@ -1,6 +1,7 @@
 /* The ROUTER side of the wire protocol: workers, credits, leases, heartbeats; see
  * dispatch.h. Every worker record and lease here belongs to the dispatch thread alone;
  * only the statistics are shared (under stats_lock). */
+#define _GNU_SOURCE  /* pthread_setname_np */
 #include "scheduler/dispatch.h"
 
 #include <errno.h>
@@ -36,6 +37,12 @@ typedef struct lease_rec {
 	double sent;
 } lease_rec;
 
+typedef struct pending_result {
+	uint8_t ident[IDENT_MAX];
+	size_t ident_len;
+	json_t *msg;
+} pending_result;
+
 typedef struct worker {
 	uint8_t ident[IDENT_MAX];
 	size_t ident_len;
@@ -59,9 +66,14 @@ struct kiln_dispatch {
 	pthread_t thread;
 	bool started;
 	atomic_bool stopping;
+	double resume_at;   /* no shards are handed out before this time (see kiln_dispatch_start) */
 	worker **workers;
 	size_t nworkers, workers_cap;
 	kiln_buf out;       /* encoded outgoing message */
+	/* results received in this burst, journaled together (one fsync) by flush_results
+	 * before anything else from the socket is acted on, so the order of messages holds */
+	pending_result pending[RECV_BURST];
+	size_t npending;
 	pthread_mutex_t stats_lock;
 	kiln_dispatch_stats stats;
 };
@@ -223,35 +235,59 @@ static void observe_latency(kiln_dispatch *d, double seconds)
 	pthread_mutex_unlock(&d->stats_lock);
 }
 
-static void on_result(kiln_dispatch *d, const uint8_t *ident, size_t len, const json_t *msg, double now)
+/* Journals the results waiting in d->pending (one fsync for all), then returns their
+ * credits, records their latency and acknowledges them. A result that could not be
+ * journaled is not acknowledged: the worker keeps it and sends it again. */
+static void flush_results(kiln_dispatch *d)
 {
-	bool applied;
-	kiln_lease lease;
-	kiln_status st = kiln_jobs_complete(d->jobs, msg, &applied, &lease);
-	const char *shard = json_string_value(json_object_get(msg, "shard"));
-	if (st != KILN_OK) {
-		/* not journaled, so not acknowledged: the worker keeps it and sends it again */
-		KILN_ERROR("could not journal a result", "shard=%s error=\"%s\"", shard, kiln_strerror(st));
+	size_t n = d->npending;
+	if (n == 0)
 		return;
+	d->npending = 0;
+	const json_t *msgs[RECV_BURST];
+	bool applied[RECV_BURST];
+	kiln_lease leases[RECV_BURST];
+	for (size_t r = 0; r < n; r++)
+		msgs[r] = d->pending[r].msg;
+	kiln_status st = kiln_jobs_complete_many(d->jobs, msgs, n, applied, leases);
+	for (size_t r = 0; r < n; r++) {
+		pending_result *p = &d->pending[r];
+		const char *shard = json_string_value(json_object_get(p->msg, "shard"));
+		if (st != KILN_OK) {
+			KILN_ERROR("could not journal a result", "shard=%s error=\"%s\"", shard, kiln_strerror(st));
+			json_decref(p->msg);
+			continue;
+		}
+		worker *w = find_worker(d, p->ident, p->ident_len, NULL);
+		if (applied[r] && w) {
+			for (size_t k = 0; k < w->nleases; k++)
+				if (w->leases[k].lease.lease == leases[r].lease) {
+					observe_latency(d, now_s() - w->leases[k].sent);
+					w->leases[k] = w->leases[--w->nleases];
+					break;
+				}
+		} else if (!applied[r]) {
+			KILN_DEBUG("late result acknowledged and ignored", "shard=%s", shard);
+			pthread_mutex_lock(&d->stats_lock);
+			d->stats.stale_results++;
+			pthread_mutex_unlock(&d->stats_lock);
+		}
+		json_t *ack = kiln_proto_new(KILN_MSG_ACK);
+		if (ack)
+			json_object_set_new(ack, "shard", json_string(shard));
+		send_ident(d, p->ident, p->ident_len, ack);
+		json_decref(p->msg);
 	}
-	worker *w = find_worker(d, ident, len, NULL);
-	if (applied && w) {
-		for (size_t k = 0; k < w->nleases; k++)
-			if (w->leases[k].lease.lease == lease.lease) {
-				observe_latency(d, now - w->leases[k].sent);
-				w->leases[k] = w->leases[--w->nleases];
-				break;
-			}
-	} else if (!applied) {
-		KILN_DEBUG("late result acknowledged and ignored", "shard=%s", shard);
-		pthread_mutex_lock(&d->stats_lock);
-		d->stats.stale_results++;
-		pthread_mutex_unlock(&d->stats_lock);
-	}
-	json_t *ack = kiln_proto_new(KILN_MSG_ACK);
-	if (ack)
-		json_object_set_new(ack, "shard", json_string(shard));
-	send_ident(d, ident, len, ack);
+}
+
+static void on_result(kiln_dispatch *d, const uint8_t *ident, size_t len, json_t *msg)
+{
+	pending_result *p = &d->pending[d->npending++];
+	memcpy(p->ident, ident, len);
+	p->ident_len = len;
+	p->msg = json_incref(msg);
+	if (d->npending == RECV_BURST)
+		flush_results(d);
 }
 
 static void on_heartbeat(worker *w, const json_t *msg, double now, unsigned lease_ms)
@@ -291,12 +327,20 @@ static void handle_message(kiln_dispatch *d, const uint8_t *ident, size_t len, c
 			on_other_version(d, ident, len, data, size);
 		return;
 	}
+	if (type != KILN_MSG_RESULT)
+		flush_results(d);  /* what came before this message is acted on first */
 	switch (type) {
 	case KILN_MSG_READY: on_ready(d, ident, len, msg, now); break;
-	case KILN_MSG_RESULT: on_result(d, ident, len, msg, now); break;
+	case KILN_MSG_RESULT: on_result(d, ident, len, msg); break;
 	case KILN_MSG_HEARTBEAT:
 		if (w)
 			on_heartbeat(w, msg, now, d->cfg.lease_ms);
+		else
+			/* A worker we do not know: its DEALER reconnected on its own to a restarted
+			 * scheduler, or we declared it dead while it was frozen. Without an answer it
+			 * would wait out 4 silent heartbeats before announcing itself (and the
+			 * results it holds); `bye` makes it send `ready` at once. */
+			send_ident(d, ident, len, kiln_proto_new(KILN_MSG_BYE));
 		break;
 	case KILN_MSG_BYE: {
 		size_t index;
@@ -333,8 +377,9 @@ static void receive(kiln_dispatch *d)
 		zmq_msg_close(&ident);
 		zmq_msg_close(&body);
 		if (!got)
-			return;
+			break;
 	}
+	flush_results(d);
 }
 
 /* ---- timers and dispatch ---- */
@@ -437,6 +482,7 @@ static void send_heartbeats(kiln_dispatch *d, double now)
 static void *loop(void *arg)
 {
 	kiln_dispatch *d = arg;
+	pthread_setname_np(pthread_self(), "kiln-dispatch");  /* for top -H and perf */
 	/* a quarter interval keeps heartbeats and death detection within 25% of their time */
 	long tick = d->cfg.heartbeat_ms / 4 ? d->cfg.heartbeat_ms / 4 : 1;
 	while (!atomic_load(&d->stopping)) {
@@ -455,7 +501,8 @@ static void *loop(void *arg)
 		double now = now_s();
 		check_liveness(d, now);
 		announce_cancels(d);
-		dispatch_shards(d);
+		if (now >= d->resume_at)
+			dispatch_shards(d);
 		send_heartbeats(d, now);
 	}
 	for (size_t i = 0; i < d->nworkers; i++)
@@ -546,6 +593,16 @@ kiln_status kiln_dispatch_start(kiln_dispatch *d)
 {
 	if (d->started)
 		return KILN_ERR_INVALID_ARG;
+	/* Resuming unfinished work after a restart: workers that held results across it need a
+	 * moment to reconnect and deliver them (their next heartbeat is answered with `bye`,
+	 * then `ready` and the results follow). Handing their shards to whoever registers first
+	 * would redo those items (kiln_jobs_complete takes the held results even then, but the
+	 * work is done twice). Three heartbeat intervals cover one missed heartbeat and the
+	 * reconnect backoff; a scheduler that starts with nothing pending waits for nothing. */
+	kiln_jobs_stats js;
+	kiln_jobs_get_stats(d->jobs, &js);
+	if (js.items_pending > 0)
+		d->resume_at = now_s() + 3.0 * d->cfg.heartbeat_ms / 1000.0;
 	if (pthread_create(&d->thread, NULL, loop, d) != 0)
 		return KILN_ERR_NOMEM;
 	d->started = true;

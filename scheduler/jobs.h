@@ -106,6 +106,10 @@ kiln_status kiln_jobs_next_shard(kiln_jobs *jobs, const json_t *codecs, kiln_lea
  * which the caller acknowledges and ignores. */
 kiln_status kiln_jobs_complete(kiln_jobs *jobs, const json_t *result, bool *applied,
 			       kiln_lease *lease_out);
+/* The same for n results at once, with one fsync for all (group commit): applied[i] and
+ * leases[i] as above for results[i]. On a journal failure none is applied. */
+kiln_status kiln_jobs_complete_many(kiln_jobs *jobs, const json_t *const *results, size_t n,
+				    bool *applied, kiln_lease *leases);
 
 /* The lease ended without a result (expired, worker dead or gone): the shard's unfinished
  * items count one attempt (reason is their error if it was their last) and are queued

@@ -262,6 +262,13 @@ bool kiln_journal_wants_compaction(const kiln_journal *j)
 	return j && j->out.size > j->threshold;
 }
 
+void kiln_journal_note_live(kiln_journal *j, uint64_t bytes)
+{
+	/* after a compaction the threshold is twice the live size: keep that ratio */
+	if (j && bytes <= UINT64_MAX / 2 && j->threshold <= UINT64_MAX - 2 * bytes)
+		j->threshold += 2 * bytes;
+}
+
 kiln_status kiln_journal_compact(kiln_journal *j, kiln_journal_dump_fn fn, void *ctx)
 {
 	if (!j || !fn)

@@ -53,6 +53,11 @@ uint64_t kiln_journal_size(const kiln_journal *j);
  * that could not shrink it, so a large live state does not compact on every append). */
 bool kiln_journal_wants_compaction(const kiln_journal *j);
 
+/* Says that the last `bytes` appended are live state (a new job's records), which a
+ * compaction would only copy: the threshold rises by as much as a compaction that left
+ * them would have raised it, so a large new job does not rewrite the journal at once. */
+void kiln_journal_note_live(kiln_journal *j, uint64_t bytes);
+
 /* Writes the live state: fn calls kiln_journal_sink_put for every record that replaying
  * the new journal needs. On any failure the old journal stays as it was. */
 typedef kiln_status (*kiln_journal_dump_fn)(void *ctx, kiln_journal_sink *sink);

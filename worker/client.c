@@ -187,6 +187,8 @@ static json_t *result_json(const kiln_shard_result *r, size_t error_cap)
 			goto fail;
 		if (ir->status == KILN_OK) {
 			json_object_set_new(it, "bytes", json_integer((json_int_t)ir->bytes));
+			if (ir->psnr_measured)
+				json_object_set_new(it, "psnr", json_integer(ir->psnr));
 		} else {
 			char text[RESULT_ERROR_MAX + 1];
 			sanitize(ir->error[0] ? ir->error : kiln_strerror(ir->status), text,
@@ -354,10 +356,11 @@ fail:
 /* ---- incoming messages ---- */
 
 static kiln_status parse_options(const json_t *o, kiln_texenc_opts *opts, kiln_container *container,
-				 char *msg, size_t cap)
+				 bool *measure_psnr, char *msg, size_t cap)
 {
 	kiln_texenc_opts_default(opts);
 	*container = KILN_CONTAINER_DDS;
+	*measure_psnr = json_is_true(json_object_get(o, "measure_psnr"));
 	const char *s;
 	const json_t *v;
 	if ((s = json_string_value(json_object_get(o, "format"))) && strcmp(s, "bc1") != 0) {
@@ -426,8 +429,8 @@ static void handle_shard(kiln_client *c, const json_t *msg)
 		.lease = (uint64_t)json_integer_value(json_object_get(msg, "lease")),
 		.count = n,
 	};
-	spec.reject = parse_options(json_object_get(msg, "options"), &spec.opts, &spec.container, reason,
-				    sizeof reason);
+	spec.reject = parse_options(json_object_get(msg, "options"), &spec.opts, &spec.container,
+				    &spec.measure_psnr, reason, sizeof reason);
 	spec.reject_msg = reason;
 	kiln_shard_item *list = kiln_calloc(n ? n : 1, sizeof *list);
 	record *rec = kiln_calloc(1, sizeof *rec);

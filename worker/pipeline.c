@@ -3,13 +3,15 @@
  *   submit -> [fetch queue, bounded by credits] -> fetch threads (storage get, IO_BATCH
  *   items per call) -> [decode queue] -> decode threads (header, limits, pixel budget,
  *   libpng) -> [encode queue] -> one thread per device (batches of same-option images
- *   through its texenc) -> [upload queue] -> upload threads (container, storage put) -> done
+ *   through its texenc, several in flight on a GPU) -> [upload queue] -> upload threads
+ *   (PSNR if asked, container, storage put) -> done
  *
  * An item lives inside its shard's array and moves between queues by pointer; whatever
  * stage ends it (success, failure, cancel) calls item_finish, which frees what the item
  * still holds and, for the shard's last item, reports the shard. */
 #include "worker/pipeline.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -22,6 +24,7 @@
 #include "common/log.h"
 #include "common/png_io.h"
 #include "common/pool.h"
+#include "kernels/bc1/bc1.h"
 
 #define IO_BATCH 8  /* items per storage call: S3 runs them concurrently */
 #define DEFAULT_MAX_INPUT ((size_t)512 << 20)
@@ -48,6 +51,7 @@ struct shard {
 	uint64_t lease;
 	kiln_texenc_opts opts;
 	kiln_container container;
+	bool measure_psnr;
 	atomic_bool cancelled;
 	size_t count;
 	size_t remaining;    /* items not finished; under the pipeline lock */
@@ -77,6 +81,8 @@ typedef struct stage {
 	stage_thread *threads;
 	unsigned nthreads;
 	unsigned started;
+	atomic_uint_fast64_t busy_ns;  /* time spent on items, all threads (kiln_pipeline_stats) */
+	atomic_uint_fast64_t items;
 } stage;
 
 struct kiln_pipeline {
@@ -88,6 +94,7 @@ struct kiln_pipeline {
 	size_t nactive;
 	size_t budget_used;
 	stage fetch, decode, encode, upload;
+	atomic_uint_fast64_t batches;
 };
 
 static void set_msg(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -112,6 +119,20 @@ void kiln_pipeline_config_init(kiln_pipeline_config *cfg)
 	kiln_image_limits_default(&cfg->limits);
 	cfg->max_input_bytes = DEFAULT_MAX_INPUT;
 	cfg->pixel_budget = DEFAULT_PIXEL_BUDGET;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Adds the time since t0 and n items to a stage's figures. */
+static void stage_account(stage *s, uint64_t t0, size_t n)
+{
+	atomic_fetch_add(&s->busy_ns, now_ns() - t0);
+	atomic_fetch_add(&s->items, n);
 }
 
 /* ---- queues ---- */
@@ -158,11 +179,39 @@ static bool queue_push(queue *q, item *it)
 /* Takes at least one and at most max items, waiting for the first; further items are
  * taken only while they are already queued and match(first, next) holds (NULL: any).
  * Returns 0 once the queue is closed and empty. */
-static size_t queue_pop(queue *q, item **out, size_t max, bool (*match)(const item *, const item *))
+typedef bool (*item_match_fn)(const item *first, const item *next);
+
+static size_t queue_take_locked(queue *q, item **out, size_t max, item_match_fn match);
+
+static size_t queue_pop(queue *q, item **out, size_t max, item_match_fn match)
 {
 	pthread_mutex_lock(&q->lock);
 	while (!q->head && !q->closed)
 		pthread_cond_wait(&q->not_empty, &q->lock);
+	size_t n = queue_take_locked(q, out, max, match);
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+/* Like queue_pop without waiting, and only a batch that cannot grow any more: max items,
+ * or followed by an item that does not match, or the queue is closed. 0 otherwise. */
+static size_t queue_pop_full(queue *q, item **out, size_t max, item_match_fn match)
+{
+	pthread_mutex_lock(&q->lock);
+	size_t run = 0;
+	const item *it = q->head;
+	while (it && run < max && (run == 0 || !match || match(q->head, it))) {
+		run++;
+		it = it->next;
+	}
+	size_t n = run && (run == max || it || q->closed) ? queue_take_locked(q, out, max, match) : 0;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+/* The taking part of queue_pop, under the queue's lock. */
+static size_t queue_take_locked(queue *q, item **out, size_t max, item_match_fn match)
+{
 	size_t n = 0;
 	while (q->head && n < max && (n == 0 || !match || match(out[0], q->head))) {
 		out[n++] = q->head;
@@ -175,7 +224,6 @@ static size_t queue_pop(queue *q, item **out, size_t max, bool (*match)(const it
 		pthread_cond_broadcast(&q->not_full);
 	if (q->head) /* what we left is for another consumer */
 		pthread_cond_signal(&q->not_empty);
-	pthread_mutex_unlock(&q->lock);
 	return n;
 }
 
@@ -366,10 +414,12 @@ static void *fetch_main(void *arg)
 			gets[i].uri = batch[i]->input;
 			gets[i].out = &batch[i]->data;
 		}
+		uint64_t t0 = now_ns();
 		if (p->cfg.storage)
 			p->cfg.storage->get_many(p->cfg.storage->ctx, gets, n);
 		else
 			kiln_storage_get_many(st, gets, n);
+		stage_account(&p->fetch, t0, n);
 		for (size_t i = 0; i < n; i++) {
 			item *it = batch[i];
 			if (gets[i].status != KILN_OK) {
@@ -392,6 +442,7 @@ static void decode_one(kiln_pipeline *p, item *it)
 	uint32_t w, h;
 	size_t bytes;
 	char err[200] = "";
+	uint64_t t0 = now_ns();
 	kiln_status st = kiln_png_probe(it->data.data, it->data.len, &w, &h);
 	if (st == KILN_OK) {
 		st = kiln_image_check_size(w, h, &p->cfg.limits);
@@ -405,10 +456,13 @@ static void decode_one(kiln_pipeline *p, item *it)
 			item_finish(p, it, KILN_ERR_OVERFLOW, "%s", kiln_strerror(KILN_ERR_OVERFLOW));
 			return;
 		}
+		uint64_t wait = now_ns();
 		it->reserved = budget_acquire(p, bytes);
+		t0 += now_ns() - wait; /* waiting for memory is not decoding */
 	}
 	/* A header that did not probe is decoded anyway: libpng stops at it with the reason. */
 	st = kiln_png_decode(it->data.data, it->data.len, &p->cfg.limits, &it->image, err, sizeof err);
+	stage_account(&p->decode, t0, 1);
 	if (st != KILN_OK) {
 		item_finish(p, it, st, "%s: %s", kiln_strerror(st), err);
 		return;
@@ -451,55 +505,173 @@ static void device_name(const kiln_device *d, char *out, size_t cap)
 		snprintf(out, cap, "cpu");
 }
 
-/* One device's encoder thread. Its texenc (and the device buffers it holds) lives as long
- * as the thread; each batch sets its options. */
+/* A batch handed to the device and not yet collected. */
+typedef struct encode_batch {
+	item *items[KILN_PIPELINE_MAX_BATCH];
+	size_t n;
+	uint64_t ticket;
+	kiln_status st;   /* not KILN_OK: the batch never reached the device (no ticket) */
+} encode_batch;
+
+/* One device's encoder. Its texenc (and the device buffers it holds) lives as long as the
+ * thread; each batch sets its options. */
+typedef struct encoder {
+	kiln_pipeline *p;
+	const kiln_device *dev;
+	char name[32];
+	kiln_texenc *enc;
+	encode_batch flight[KILN_TEXENC_MAX_INFLIGHT];  /* a ring, oldest at head */
+	size_t head, nflight;
+} encoder;
+
+/* Hands a batch to the device. The texenc has copied the pixels once submit returns, so
+ * they are freed here, except where the upload stage still needs them for the PSNR. */
+static void encode_submit(encoder *e, item **batch, size_t n)
+{
+	kiln_pipeline *p = e->p;
+	uint64_t t0 = now_ns();
+	encode_batch *b = &e->flight[(e->head + e->nflight) % KILN_TEXENC_MAX_INFLIGHT];
+	e->nflight++;
+	memcpy(b->items, batch, n * sizeof *batch);
+	b->n = n;
+	b->ticket = 0;
+	const kiln_texenc_opts *opts = &batch[0]->shard->opts;
+	b->st = e->enc ? kiln_texenc_set_opts(e->enc, opts)
+		       : kiln_texenc_create(e->dev, opts, e->dev->kind == KILN_DEVICE_CPU ? p->cpu_pool : NULL, &e->enc);
+	if (b->st == KILN_OK) {
+		kiln_image images[KILN_PIPELINE_MAX_BATCH];
+		for (size_t i = 0; i < n; i++)
+			images[i] = batch[i]->image;
+		b->st = kiln_texenc_submit(e->enc, images, n, &b->ticket);
+	}
+	for (size_t i = 0; i < n; i++) {
+		item *it = batch[i];
+		if (it->shard->measure_psnr && b->st == KILN_OK)
+			continue;
+		kiln_image_free(&it->image);
+		budget_release(p, it->reserved);
+		it->reserved = 0;
+	}
+	atomic_fetch_add(&p->batches, 1);
+	stage_account(&p->encode, t0, 0);
+}
+
+/* Collects the oldest batch in flight and passes its items on. */
+static void encode_finish(encoder *e)
+{
+	kiln_pipeline *p = e->p;
+	uint64_t t0 = now_ns();
+	encode_batch *b = &e->flight[e->head];
+	e->head = (e->head + 1) % KILN_TEXENC_MAX_INFLIGHT;
+	e->nflight--;
+	kiln_texture out[KILN_PIPELINE_MAX_BATCH];
+	kiln_status status[KILN_PIPELINE_MAX_BATCH];
+	kiln_status st = b->st;
+	const char *why = ""; /* the texenc's reason for a whole-batch failure */
+	if (st == KILN_OK) {
+		st = kiln_texenc_collect(e->enc, b->ticket, out, status);
+		if (st != KILN_OK)
+			why = kiln_texenc_last_error(e->enc);
+	} else {
+		for (size_t i = 0; i < b->n; i++)
+			status[i] = st;
+	}
+	stage_account(&p->encode, t0, b->n);
+	if (st == KILN_ERR_CUDA)
+		KILN_WARN("batch failed on the device; it was reset", "device=%s images=%zu error=\"%s\"", e->name,
+			  b->n, why);
+	for (size_t i = 0; i < b->n; i++) {
+		item *it = b->items[i];
+		if (status[i] != KILN_OK) {
+			item_finish(p, it, status[i], "encode on %s: %s%s%s%s", e->name, kiln_strerror(status[i]),
+				    why[0] ? ": " : "", why, st != KILN_OK ? " (whole batch)" : "");
+			continue;
+		}
+		it->tex = out[i];
+		if (atomic_load(&it->shard->cancelled))
+			item_cancel(p, it); /* frees the texture: nothing left to upload */
+		else
+			item_forward(p, &p->upload.in, it);
+	}
+}
+
+/* The encode loop. With nothing in flight it takes whatever is queued (at once, so an idle
+ * device starts work without waiting for a full batch). With batches in flight it submits
+ * another only when one is complete (full, or cut by an option change); otherwise it
+ * collects the oldest first, which lets the queue fill meanwhile. On a GPU this keeps up
+ * to KILN_TEXENC_MAX_INFLIGHT batches in flight, so the upload of one overlaps the kernels
+ * of another and the download of a third; on the CPU one batch at a time. */
 static void *encode_main(void *arg)
 {
 	stage_thread *t = arg;
 	kiln_pipeline *p = t->p;
-	const kiln_device *dev = &p->cfg.devices[t->index];
-	char dname[32];
-	device_name(dev, dname, sizeof dname);
-	kiln_texenc *enc = NULL;
+	encoder e = {.p = p, .dev = &p->cfg.devices[t->index]};
+	device_name(e.dev, e.name, sizeof e.name);
 	item *batch[KILN_PIPELINE_MAX_BATCH];
-	kiln_image images[KILN_PIPELINE_MAX_BATCH];
-	kiln_texture out[KILN_PIPELINE_MAX_BATCH];
-	kiln_status status[KILN_PIPELINE_MAX_BATCH];
-	size_t n;
-	while ((n = queue_pop(&p->encode.in, batch, p->cfg.batch, same_opts)) > 0) {
-		n = drop_cancelled(p, batch, n);
-		if (!n)
+	for (;;) {
+		unsigned depth = e.enc ? kiln_texenc_depth(e.enc) : 1;
+		size_t n = 0;
+		if (e.nflight == 0)
+			n = queue_pop(&p->encode.in, batch, p->cfg.batch, same_opts);
+		else if (e.nflight < depth)
+			n = queue_pop_full(&p->encode.in, batch, p->cfg.batch, same_opts);
+		if (n == 0) {
+			if (e.nflight == 0)
+				break; /* closed and drained */
+			encode_finish(&e);
 			continue;
-		const kiln_texenc_opts *opts = &batch[0]->shard->opts;
-		kiln_status st = enc ? kiln_texenc_set_opts(enc, opts)
-				     : kiln_texenc_create(dev, opts, dev->kind == KILN_DEVICE_CPU ? p->cpu_pool : NULL, &enc);
-		if (st == KILN_OK) {
-			for (size_t i = 0; i < n; i++)
-				images[i] = batch[i]->image;
-			st = kiln_texenc_encode(enc, images, n, out, status);
-		} else {
-			for (size_t i = 0; i < n; i++)
-				status[i] = st;
 		}
-		if (st == KILN_ERR_CUDA)
-			KILN_WARN("batch failed on the device; it was reset", "device=%s images=%zu", dname, n);
-		for (size_t i = 0; i < n; i++) {
-			item *it = batch[i];
-			kiln_image_free(&it->image);
-			budget_release(p, it->reserved);
-			it->reserved = 0;
-			if (status[i] != KILN_OK) {
-				const char *why = st != KILN_OK && enc ? kiln_texenc_last_error(enc) : "";
-				item_finish(p, it, status[i], "encode on %s: %s%s%s%s", dname, kiln_strerror(status[i]),
-					    why[0] ? ": " : "", why, st != KILN_OK ? " (whole batch)" : "");
-				continue;
+		n = drop_cancelled(p, batch, n);
+		if (n)
+			encode_submit(&e, batch, n);
+	}
+	kiln_texenc_destroy(e.enc);
+	return NULL;
+}
+
+/* RGB PSNR of level 0 against the source pixels, in centi-dB, with the metric of the
+ * bench (MSE averaged over R, G, B; 99 dB at most, and for a perfect match). Texels that
+ * punch-through alpha made transparent are left out: BC1 does not keep their colour.
+ * Decodes one row of blocks at a time, so it needs no image-sized buffer. false when it
+ * cannot be measured (no texel left, a memory shortage). */
+static bool measure_psnr(const kiln_texture *tex, const kiln_image *img, int alpha_cutoff, int32_t *out)
+{
+	const kiln_level *lv = &tex->levels[0];
+	if (!tex->num_levels || !lv->data || !img->pixels || lv->width != img->width || lv->height != img->height)
+		return false;
+	bool punch = tex->format == KILN_TEXFMT_BC1_RGBA;
+	size_t row_blocks = kiln_bc1_bound(lv->width, 1); /* bytes of one row of blocks */
+	uint8_t *strip = kiln_malloc((size_t)lv->width * 4 * 4);
+	if (!strip)
+		return false;
+	uint64_t sse = 0, n = 0;
+	for (uint32_t y0 = 0; y0 < lv->height; y0 += 4) {
+		uint32_t rows = lv->height - y0 < 4 ? lv->height - y0 : 4;
+		const uint8_t *blocks = lv->data + (size_t)(y0 / 4) * row_blocks;
+		if (kiln_bc1_decode(blocks, row_blocks, lv->width, rows, punch, strip, (size_t)lv->width * 4) != KILN_OK) {
+			free(strip);
+			return false;
+		}
+		for (uint32_t y = 0; y < rows; y++) {
+			const uint8_t *a = kiln_image_row(img, y0 + y), *b = strip + (size_t)y * lv->width * 4;
+			for (uint32_t x = 0; x < lv->width; x++, a += 4, b += 4) {
+				if (punch && a[3] < alpha_cutoff)
+					continue;
+				for (int c = 0; c < 3; c++) {
+					int d = (int)a[c] - (int)b[c];
+					sse += (uint64_t)(d * d);
+				}
+				n++;
 			}
-			it->tex = out[i];
-			item_forward(p, &p->upload.in, it);
 		}
 	}
-	kiln_texenc_destroy(enc);
-	return NULL;
+	free(strip);
+	if (!n)
+		return false;
+	double mse = (double)sse / (3.0 * (double)n);
+	double db = mse > 0 ? 10.0 * log10(255.0 * 255.0 / mse) : 99.0;
+	*out = (int32_t)lround((db < 99.0 ? db : 99.0) * 100.0);
+	return true;
 }
 
 static void *upload_main(void *arg)
@@ -517,8 +689,16 @@ static void *upload_main(void *arg)
 	/* Items that reached this stage were encoded: they finish even when cancelled. */
 	while ((n = queue_pop(&p->upload.in, batch, IO_BATCH, NULL)) > 0) {
 		size_t m = 0;
+		uint64_t t0 = now_ns();
 		for (size_t i = 0; i < n; i++) {
 			item *it = batch[i];
+			if (it->image.pixels) { /* kept by the encoder for this */
+				kiln_item_result *r = &it->shard->results[it->index];
+				r->psnr_measured = measure_psnr(&it->tex, &it->image, it->shard->opts.alpha_cutoff, &r->psnr);
+				kiln_image_free(&it->image);
+				budget_release(p, it->reserved);
+				it->reserved = 0;
+			}
 			kiln_buf_init(&it->data, MAX_OUTPUT_BYTES);
 			kiln_status cs = open_st != KILN_OK ? open_st
 				       : kiln_container_write(it->shard->container, &it->tex, &it->data);
@@ -535,12 +715,13 @@ static void *upload_main(void *arg)
 			puts[m].size = it->data.len;
 			batch[m++] = it;
 		}
-		if (!m)
-			continue;
-		if (p->cfg.storage)
-			p->cfg.storage->put_many(p->cfg.storage->ctx, puts, m);
-		else
-			kiln_storage_put_many(st, puts, m);
+		if (m) {
+			if (p->cfg.storage)
+				p->cfg.storage->put_many(p->cfg.storage->ctx, puts, m);
+			else
+				kiln_storage_put_many(st, puts, m);
+		}
+		stage_account(&p->upload, t0, n);
 		for (size_t i = 0; i < m; i++) {
 			item *it = batch[i];
 			if (puts[i].status != KILN_OK) {
@@ -713,6 +894,7 @@ kiln_status kiln_pipeline_submit(kiln_pipeline *p, const kiln_shard_spec *spec)
 	s->lease = spec->lease;
 	s->opts = spec->opts;
 	s->container = spec->container;
+	s->measure_psnr = spec->measure_psnr;
 	s->remaining = spec->count;
 	atomic_init(&s->cancelled, false);
 
@@ -754,6 +936,23 @@ size_t kiln_pipeline_active(kiln_pipeline *p)
 	size_t n = p->nactive;
 	pthread_mutex_unlock(&p->lock);
 	return n;
+}
+
+static void stage_stats(stage *s, kiln_pipeline_stage_stats *out)
+{
+	out->threads = s->nthreads;
+	out->busy_s = (double)atomic_load(&s->busy_ns) / 1e9;
+	out->items = atomic_load(&s->items);
+}
+
+void kiln_pipeline_stats_get(kiln_pipeline *p, kiln_pipeline_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	stage_stats(&p->fetch, &out->fetch);
+	stage_stats(&p->decode, &out->decode);
+	stage_stats(&p->encode, &out->encode);
+	stage_stats(&p->upload, &out->upload);
+	out->batches = atomic_load(&p->batches);
 }
 
 bool kiln_pipeline_wait_idle(kiln_pipeline *p, unsigned timeout_ms)

@@ -32,6 +32,8 @@ typedef struct kiln_item_result {
 	bool cancelled;                   /* dropped by kiln_pipeline_cancel (status is an error) */
 	uint64_t bytes;                   /* size of the written output (status KILN_OK) */
 	uint64_t bytes_in;                /* size of the input, once it was fetched */
+	bool psnr_measured;               /* psnr holds a value (measure_psnr, status KILN_OK) */
+	int32_t psnr;                     /* RGB PSNR of level 0 in centi-dB: 3657 = 36.57 dB */
 	char error[KILN_ITEM_ERROR_MAX];  /* "" on success, else a one-line reason */
 } kiln_item_result;
 
@@ -102,6 +104,7 @@ typedef struct kiln_shard_spec {
 	uint64_t lease;
 	kiln_texenc_opts opts;
 	kiln_container container;
+	bool measure_psnr;         /* decode each output's level 0 again and report its PSNR */
 	const kiln_shard_item *items;
 	size_t count;
 	/* Not KILN_OK: the shard cannot run (e.g. options this worker does not support); every
@@ -123,5 +126,23 @@ size_t kiln_pipeline_active(kiln_pipeline *p);
 
 /* Waits until no shard is active or timeout_ms passes; true when idle. */
 bool kiln_pipeline_wait_idle(kiln_pipeline *p, unsigned timeout_ms);
+
+/* Where the time went, per stage, since the pipeline started: busy_s is the time the
+ * stage's threads spent on items, summed over its threads, leaving out waiting for input,
+ * for the pixel budget and for room in the next queue. items / (busy_s / threads) is what
+ * the stage alone could sustain; the stage with the highest busy_s / threads limits.
+ * Encode counts submit and collect (for a GPU, collect includes waiting for the device). */
+typedef struct kiln_pipeline_stage_stats {
+	unsigned threads;
+	double busy_s;
+	uint64_t items;           /* items that went through the stage's work */
+} kiln_pipeline_stage_stats;
+
+typedef struct kiln_pipeline_stats {
+	kiln_pipeline_stage_stats fetch, decode, encode, upload;
+	uint64_t batches;         /* encode batches submitted */
+} kiln_pipeline_stats;
+
+void kiln_pipeline_stats_get(kiln_pipeline *p, kiln_pipeline_stats *out);
 
 #endif

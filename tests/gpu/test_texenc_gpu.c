@@ -1,7 +1,8 @@
 /* GPU tests of the encode front end (run by make test-gpu on a GPU machine): the whole
  * path (upload, mips on the GPU, one codec launch, download) gives the same bytes as the
  * CPU backend, for Kodak and random images, every quality, batch sizes 1, 7 and 32, and the
- * kiln binary writes identical files with --device gpu and --device cpu. */
+ * kiln binary writes identical files with --device gpu and --device cpu; batches kept in
+ * flight with submit/collect give the same bytes too. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,4 +145,74 @@ Test(texenc_gpu, cli_gpu_and_cpu_files_are_identical, .timeout = 600)
 		 "diff -r $d/cpu $d/gpu; diff -r $d/cpuk $d/gpuk; rm -rf $d",
 		 bin, bin, shared_dir(), bin, shared_dir(), bin, bin);
 	cr_expect_eq(system(cmd), 0, "kiln encode --device gpu must write the same files as --device cpu");
+}
+
+/* The asynchronous path: 10 batches of mixed sizes kept KILN_TEXENC_MAX_INFLIGHT deep on
+ * the GPU (upload of one batch overlapping the kernels and download of others), the images
+ * freed as soon as they are submitted, an option change in the middle, bad images mixed
+ * in: every batch gives the bytes and statuses of the CPU backend. */
+Test(texenc_gpu, pipelined_submit_collect_over_10_batches_matches_cpu, .timeout = 600)
+{
+	require_gpu();
+	enum { NBATCH = 10, MAXN = 32 };
+	static const uint32_t sizes[][2] = {{768, 512}, {5, 3}, {4099, 17}, {64, 64}, {33, 65}, {512, 768}, {7, 300}, {1, 1}};
+	kiln_device cpu = {KILN_DEVICE_CPU, 0}, gpu = {KILN_DEVICE_GPU, 0};
+	kiln_texenc_opts opts;
+	kiln_texenc_opts_default(&opts);
+	opts.mipmaps = true;
+	kiln_pool *pool = NULL;
+	cr_assert_eq(kiln_pool_create(0, &pool), KILN_OK);
+	kiln_texenc *ref, *enc;
+	cr_assert_eq(kiln_texenc_create(&cpu, &opts, pool, &ref), KILN_OK);
+	cr_assert_eq(kiln_texenc_create(&gpu, &opts, NULL, &enc), KILN_OK, "%s", kiln_gpu_last_error());
+	cr_expect_eq(kiln_texenc_depth(enc), KILN_TEXENC_MAX_INFLIGHT);
+	static kiln_texture want[NBATCH][MAXN], got[NBATCH][MAXN];
+	static kiln_status want_st[NBATCH][MAXN], got_st[NBATCH][MAXN];
+	size_t count[NBATCH];
+	uint64_t ticket[NBATCH];
+	size_t next = 0;
+	for (size_t b = 0; b < NBATCH; b++) {
+		if (b == NBATCH / 2) { /* options change between batches in flight */
+			opts.mipmaps = false;
+			opts.quality = KILN_QUALITY_FAST;
+			cr_assert_eq(kiln_texenc_set_opts(ref, &opts), KILN_OK);
+			cr_assert_eq(kiln_texenc_set_opts(enc, &opts), KILN_OK);
+		}
+		count[b] = b % 3 == 0 ? MAXN : 1 + b * 3;
+		kiln_image images[MAXN];
+		for (size_t i = 0; i < count[b]; i++)
+			random_image(&images[i], sizes[(i + b) % 8][0], sizes[(i + b) % 8][1], (uint32_t)(b * 100 + i),
+				     (i + b) % 3 == 0);
+		uint8_t *keep = images[1 % count[b]].pixels;
+		if (count[b] > 2)
+			images[1].pixels = NULL; /* a bad image inside the batch */
+		cr_assert_eq(kiln_texenc_encode(ref, images, count[b], want[b], want_st[b]), KILN_OK);
+		if (kiln_texenc_inflight(enc) == KILN_TEXENC_MAX_INFLIGHT) {
+			cr_assert_eq(kiln_texenc_collect(enc, ticket[next], got[next], got_st[next]), KILN_OK, "batch %zu: %s",
+				     next, kiln_texenc_last_error(enc));
+			next++;
+		}
+		cr_assert_eq(kiln_texenc_submit(enc, images, count[b], &ticket[b]), KILN_OK);
+		images[1 % count[b]].pixels = keep;
+		for (size_t i = 0; i < count[b]; i++)
+			kiln_image_free(&images[i]);
+	}
+	for (; next < NBATCH; next++)
+		cr_assert_eq(kiln_texenc_collect(enc, ticket[next], got[next], got_st[next]), KILN_OK, "batch %zu: %s",
+			     next, kiln_texenc_last_error(enc));
+	for (size_t b = 0; b < NBATCH; b++) {
+		for (size_t i = 0; i < count[b]; i++) {
+			cr_expect_eq(got_st[b][i], want_st[b][i], "batch %zu image %zu", b, i);
+			if (want_st[b][i] != KILN_OK || got_st[b][i] != KILN_OK)
+				continue;
+			expect_same(&want[b][i], &got[b][i], 1, "pipelined");
+		}
+		for (size_t i = 0; i < count[b]; i++) {
+			kiln_texture_free_levels(&want[b][i]);
+			kiln_texture_free_levels(&got[b][i]);
+		}
+	}
+	kiln_texenc_destroy(ref);
+	kiln_texenc_destroy(enc);
+	kiln_pool_destroy(pool);
 }

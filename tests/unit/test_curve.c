@@ -266,7 +266,11 @@ Test(curve, a_worker_without_the_right_key_is_refused_and_one_with_it_finishes_t
 				    "--heartbeat-ms", "200", "--curve-secret", sched_key, NULL};
 	procs[0] = spawn("scheduler.log", sched_args);
 	cr_assert(healthy(base), "the scheduler did not start: %s", slurp("scheduler.log"));
-	cr_expect(strstr(slurp("scheduler.log"), "curve=on") != NULL, "%s", slurp("scheduler.log"));
+	/* /healthz answers as soon as HTTP is up; the "ready" line follows a moment later */
+	bool curve_on = false;
+	for (int i = 0; i < 50 && !curve_on; i++, usleep(100000))
+		curve_on = strstr(slurp("scheduler.log"), "curve=on") != NULL;
+	cr_expect(curve_on, "%s", slurp("scheduler.log"));
 
 	char spec[512], url[128];
 	snprintf(spec, sizeof spec, "{\"input\":\"%s/in\",\"output\":\"%s/textures\",\"quality\":\"fast\"}", dir, dir);

@@ -1,8 +1,9 @@
 /* `kiln worker` as a real process, driven by a fake scheduler in the test: a ROUTER on
  * tcp://127.0.0.1:<ephemeral> that speaks docs/PROTOCOL.md through common/proto.h (and
  * checks that everything the worker sends validates), over file:// storage with images
- * from `kiln samples` plus broken ones. KILN_KEEP_TMP=1 keeps the temporary folders and
- * prints each worker's log at the end of its test. */
+ * from `kiln samples` plus broken ones, and over s3:// against a real s3rver (suite
+ * worker_s3). KILN_KEEP_TMP=1 keeps the temporary folders and prints each worker's log at
+ * the end of its test. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <jansson.h>
@@ -18,7 +19,11 @@
 #include "common/buf.h"
 #include "common/container.h"
 #include "common/fileio.h"
+#include "common/png_io.h"
 #include "common/proto.h"
+#include "common/storage.h"
+#include "kernels/texenc.h"
+#include "storage_testutil.h"
 
 static char dir[64];
 static pid_t worker_pid;
@@ -648,4 +653,133 @@ Test(worker_cli, curve_encrypted_connection)
 	cr_expect_str_eq(str(json_array_get(json_object_get(res, "items"), 0), "status"), "ok");
 	json_decref(res);
 	json_decref(ready);
+}
+
+/* ---- over S3: a real s3rver, the worker configured from the AWS_* environment ---- */
+
+static s3rver srv;
+
+static void setup_s3(void)
+{
+	setup_bound();
+	cr_assert(s3rver_start(&srv, "kiln-wk", NULL, NULL), "could not start tools/s3rver.sh (needs nodejs and npm)");
+	/* the worker process inherits these */
+	setenv("AWS_ENDPOINT_URL", srv.endpoint, 1);
+	setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+	setenv("AWS_REGION", "us-east-1", 1);
+	unsetenv("AWS_ENDPOINT_URL_S3");
+	unsetenv("AWS_SESSION_TOKEN");
+}
+
+static void teardown_s3(void)
+{
+	teardown();
+	s3rver_stop(&srv);
+}
+
+/* What the worker should write for an input: texenc on the CPU, fast, in DDS. */
+static void expected_dds(const char *path, kiln_buf *out)
+{
+	kiln_image img;
+	cr_assert_eq(kiln_png_read_file(path, NULL, &img, NULL, 0), KILN_OK, "%s", path);
+	kiln_texenc_opts opts;
+	kiln_texenc_opts_default(&opts);
+	opts.quality = KILN_QUALITY_FAST;
+	kiln_device cpu = {KILN_DEVICE_CPU, 0};
+	kiln_texenc *enc;
+	cr_assert_eq(kiln_texenc_create(&cpu, &opts, NULL, &enc), KILN_OK);
+	kiln_texture tex;
+	kiln_status st;
+	cr_assert_eq(kiln_texenc_encode(enc, &img, 1, &tex, &st), KILN_OK);
+	cr_assert_eq(st, KILN_OK);
+	cr_assert_eq(kiln_container_write(KILN_CONTAINER_DDS, &tex, out), KILN_OK);
+	kiln_texture_free_levels(&tex);
+	kiln_texenc_destroy(enc);
+	kiln_image_free(&img);
+}
+
+TestSuite(worker_s3, .init = setup_s3, .fini = teardown_s3, .timeout = 150);
+
+Test(worker_s3, inputs_from_s3_and_outputs_to_s3_read_back_identical)
+{
+	static const char *const names[] = {"gradient.png", "garbage.png", "checker-alpha.png", "missing.png",
+					    "noise.png", "wide.png", "cut.png", "pixel.png"};
+	static const bool good[] = {true, false, true, false, true, true, false, true};
+	enum { N = sizeof names / sizeof names[0] };
+	char msg[KILN_STORAGE_MSG_MAX];
+	kiln_storage *st;
+	cr_assert_eq(kiln_storage_create(NULL, &st, msg, sizeof msg), KILN_OK, "%s", msg);
+	for (size_t i = 0; i < N; i++) {
+		if (strcmp(names[i], "missing.png") == 0)
+			continue;
+		char path[256], uri[256];
+		snprintf(path, sizeof path, "%s/in/%s", dir, names[i]);
+		snprintf(uri, sizeof uri, "s3://kiln-wk/in/%s", names[i]);
+		kiln_buf f;
+		kiln_buf_init(&f, 1 << 24);
+		cr_assert_eq(kiln_buf_read_file(&f, path), KILN_OK, "%s", path);
+		cr_assert_eq(kiln_storage_put(st, uri, f.data, f.len, msg, sizeof msg), KILN_OK, "%s", msg);
+		kiln_buf_free(&f);
+	}
+	start_worker("");
+	json_decref(expect_ready(5000));
+	json_t *shard = kiln_proto_new(KILN_MSG_SHARD);
+	json_t *items = json_array();
+	for (size_t i = 0; i < N; i++) {
+		char in[256], out[256];
+		snprintf(in, sizeof in, "s3://kiln-wk/in/%s", names[i]);
+		snprintf(out, sizeof out, "s3://kiln-wk/out/%zu/%s.dds", i, names[i]);
+		json_array_append_new(items, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)i, "input", in, "output", out));
+	}
+	json_object_set_new(shard, "job", json_string("s3job"));
+	json_object_set_new(shard, "shard", json_string("s3job.s0"));
+	json_object_set_new(shard, "lease", json_integer(1));
+	json_object_set_new(shard, "lease_ms", json_integer(30000));
+	json_object_set_new(shard, "options", json_pack("{s:s, s:s, s:b}", "format", "bc1", "quality", "fast",
+							"measure_psnr", 1));
+	json_object_set_new(shard, "items", json_incref(items));
+	sched_send(&sched, shard);
+	json_t *res = sched_expect(&sched, KILN_MSG_RESULT, 30000);
+	json_t *ritems = json_object_get(res, "items");
+	cr_assert_eq(json_array_size(ritems), N);
+	for (size_t i = 0; i < N; i++) {
+		json_t *r = json_array_get(ritems, i);
+		const char *out = str(json_array_get(items, i), "output");
+		kiln_buf got;
+		kiln_buf_init(&got, 1 << 24);
+		kiln_status gst = kiln_storage_get(st, out, &got, msg, sizeof msg);
+		if (!good[i]) {
+			cr_expect_str_eq(str(r, "status"), "error", "%s", names[i]);
+			cr_expect_null(json_object_get(r, "psnr"), "%s", names[i]);
+			cr_expect_eq(gst, KILN_ERR_NOT_FOUND, "%s: no output object for a failed item", names[i]);
+			kiln_buf_free(&got);
+			continue;
+		}
+		cr_assert_str_eq(str(r, "status"), "ok", "%s: %s", names[i], str(r, "error"));
+		cr_assert_eq(gst, KILN_OK, "%s: %s", out, msg);
+		cr_expect_eq(json_integer_value(json_object_get(r, "bytes")), (json_int_t)got.len, "%s", names[i]);
+		cr_expect_gt(json_integer_value(json_object_get(r, "bytes_in")), 0);
+		json_t *psnr = json_object_get(r, "psnr");
+		cr_expect(json_is_integer(psnr) && json_integer_value(psnr) > 1500 && json_integer_value(psnr) <= 9900,
+			  "%s: psnr %lld centi-dB", names[i], (long long)json_integer_value(psnr));
+		kiln_texture tex;
+		cr_expect_eq(kiln_container_read(got.data, got.len, &tex), KILN_OK, "%s", out);
+		char path[256];
+		snprintf(path, sizeof path, "%s/in/%s", dir, names[i]);
+		kiln_buf want;
+		kiln_buf_init(&want, 1 << 24);
+		expected_dds(path, &want);
+		cr_expect(want.len == got.len && memcmp(want.data, got.data, got.len) == 0,
+			  "%s: the object read back is not the encoder's output", names[i]);
+		kiln_buf_free(&want);
+		kiln_buf_free(&got);
+	}
+	cr_expect(strstr(str(json_array_get(ritems, 3), "error"), "missing.png") != NULL, "%s",
+		  str(json_array_get(ritems, 3), "error"));
+	sched_send(&sched, make_simple(KILN_MSG_ACK, "shard", "s3job.s0"));
+	json_decref(res);
+	json_decref(items);
+	kiln_storage_destroy(st);
+	cr_expect(worker_alive());
 }

@@ -1,7 +1,9 @@
 /* The worker pipeline in-process, without sockets: shards of good and bad inputs over
  * file:// storage, reports collected by a fake callback; a fake storage to hold fetches
- * (cancel), slow them (overlap of stages) or refuse uploads. */
+ * (cancel), slow them (overlap of stages) or refuse uploads; PSNR on request; the
+ * per-stage figures. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include "common/container.h"
 #include "common/fileio.h"
 #include "common/png_io.h"
+#include "kernels/bc1/bc1.h"
 #include "worker/pipeline.h"
 
 #define MAX_REPORTS 64
@@ -270,6 +273,119 @@ Test(worker_pipeline, many_shards_with_mixed_options_each_reported_once)
 	}
 	cr_expect(kiln_pipeline_wait_idle(p, 2000));
 	cr_expect_eq(kiln_pipeline_active(p), 0);
+	kiln_pipeline_destroy(p);
+}
+
+/* The PSNR the worker reports, computed here the long way: the whole output decoded at once
+ * against the whole input, texels made transparent by punch-through left out. */
+static int32_t reference_psnr(const char *input, const char *output_uri, int alpha_cutoff)
+{
+	kiln_image img;
+	cr_assert_eq(kiln_png_read_file(input, NULL, &img, NULL, 0), KILN_OK, "%s", input);
+	kiln_buf f;
+	kiln_buf_init(&f, 1 << 24);
+	cr_assert_eq(kiln_buf_read_file(&f, output_uri + 7), KILN_OK, "%s", output_uri);
+	kiln_texture tex;
+	cr_assert_eq(kiln_container_read(f.data, f.len, &tex), KILN_OK);
+	bool punch = tex.format == KILN_TEXFMT_BC1_RGBA;
+	uint8_t *dec = malloc((size_t)img.width * img.height * 4);
+	cr_assert_eq(kiln_bc1_decode(tex.levels[0].data, tex.levels[0].size, img.width, img.height, punch, dec,
+				     (size_t)img.width * 4), KILN_OK);
+	double sse = 0, n = 0;
+	for (uint32_t y = 0; y < img.height; y++)
+		for (uint32_t x = 0; x < img.width; x++) {
+			const uint8_t *a = kiln_image_row(&img, y) + 4 * x, *b = dec + ((size_t)y * img.width + x) * 4;
+			if (punch && a[3] < alpha_cutoff)
+				continue;
+			for (int c = 0; c < 3; c++)
+				sse += (double)(a[c] - b[c]) * (a[c] - b[c]);
+			n++;
+		}
+	free(dec);
+	kiln_buf_free(&f);
+	kiln_image_free(&img);
+	double mse = sse / (3 * n);
+	double db = mse > 0 ? 10 * log10(255.0 * 255.0 / mse) : 99;
+	return (int32_t)lround((db < 99 ? db : 99) * 100);
+}
+
+Test(worker_pipeline, psnr_is_measured_when_the_shard_asks)
+{
+	/* a white image: exact in BC1, so the cap */
+	kiln_image white;
+	cr_assert_eq(kiln_image_alloc(&white, 20, 10, NULL), KILN_OK);
+	memset(white.pixels, 255, (size_t)white.stride * white.height);
+	char path[256];
+	snprintf(path, sizeof path, "%s/in/white.png", dir);
+	cr_assert_eq(kiln_png_write_file(path, &white), KILN_OK);
+	kiln_image_free(&white);
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	cfg.batch = 2;
+	cfg.pixel_budget = 1; /* images held for the PSNR must not stall the others */
+	kiln_pipeline *p = start(&cfg);
+	static const char *const names[] = {"a.png", "b.png", "white.png", "garbage.png", "big.png"};
+	shard_builder with = {.n = 0}, without = {.n = 0};
+	for (size_t i = 0; i < 5; i++) {
+		add_item(&with, "psnr", names[i], "dds");
+		add_item(&without, "plain", names[i], "dds");
+	}
+	kiln_shard_spec a = spec_of(&with, "j9", "j9.psnr"), b = spec_of(&without, "j9", "j9.plain");
+	a.measure_psnr = true;
+	a.opts.mipmaps = true;
+	cr_assert_eq(kiln_pipeline_submit(p, &a), KILN_OK);
+	cr_assert_eq(kiln_pipeline_submit(p, &b), KILN_OK);
+	wait_reports(2);
+	const report *r = find_report("j9.psnr");
+	for (size_t i = 0; i < 5; i++) {
+		const kiln_item_result *it = &r->items[i];
+		if (i == 3) {
+			cr_expect_neq(it->status, KILN_OK);
+			cr_expect(!it->psnr_measured, "no PSNR for a failed item");
+			continue;
+		}
+		cr_assert_eq(it->status, KILN_OK, "%s: %s", names[i], it->error);
+		cr_assert(it->psnr_measured, "%s", names[i]);
+		char in[256];
+		snprintf(in, sizeof in, "%s/in/%s", dir, names[i]);
+		cr_expect_eq(it->psnr, reference_psnr(in, with.outputs[i], a.opts.alpha_cutoff), "%s", names[i]);
+		cr_expect_gt(it->psnr, 2000, "%s: %d centi-dB is implausibly low", names[i], it->psnr);
+	}
+	cr_expect_eq(r->items[2].psnr, 9900, "a perfect match reads 99 dB");
+	r = find_report("j9.plain");
+	for (size_t i = 0; i < 5; i++)
+		cr_expect(!r->items[i].psnr_measured, "%s: not asked for", names[i]);
+	kiln_pipeline_destroy(p);
+}
+
+Test(worker_pipeline, stats_account_every_stage)
+{
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	cfg.batch = 3;
+	kiln_pipeline *p = start(&cfg);
+	shard_builder b = {.n = 0};
+	for (int i = 0; i < 10; i++)
+		add_item(&b, "st", i == 4 ? "garbage.png" : "a.png", "dds");
+	kiln_shard_spec spec = spec_of(&b, "j10", "j10.s");
+	cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
+	wait_reports(1);
+	kiln_pipeline_stats st;
+	kiln_pipeline_stats_get(p, &st);
+	cr_expect_eq(st.fetch.items, 10);
+	cr_expect_eq(st.decode.items, 10);
+	cr_expect_eq(st.encode.items, 9, "the garbage never reaches the encoder");
+	cr_expect_eq(st.upload.items, 9);
+	cr_expect_geq(st.batches, 3);
+	cr_expect_leq(st.batches, 9);
+	cr_expect_eq(st.fetch.threads, 4);
+	cr_expect_eq(st.decode.threads, 2);
+	cr_expect_eq(st.encode.threads, 1);
+	cr_expect_eq(st.upload.threads, 4);
+	cr_expect_gt(st.fetch.busy_s, 0);
+	cr_expect_gt(st.decode.busy_s, 0);
+	cr_expect_gt(st.encode.busy_s, 0);
+	cr_expect_gt(st.upload.busy_s, 0);
 	kiln_pipeline_destroy(p);
 }
 

@@ -1,0 +1,292 @@
+/* Worker throughput end to end: Kodak PNG files on local disk -> BC1 DDS files on local
+ * disk through the worker pipeline (worker/pipeline.h) in-process, without sockets, with
+ * file storage, batches of 32, shards of 32 items. Images/s and Mpix/s on the CPU backend
+ * and, when present, on GPU 0 (and on every GPU when there are several), and where the time
+ * went: each stage's busy time, what it could sustain alone, and which stage limits. GPU
+ * outputs are compared with the CPU backend's files. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bench/bench_util.h"
+#include "common/buf.h"
+#include "common/fileio.h"
+#include "worker/pipeline.h"
+
+#define SHARD_ITEMS 32
+
+/* One configuration: the devices it runs on and what it measured. */
+typedef struct worker_run {
+	const char *label;       /* folder name and table text */
+	kiln_device devices[KILN_PIPELINE_MAX_DEVICES];
+	size_t ndevices;
+	kiln_quality quality;
+	size_t count;            /* images */
+	double seconds;
+	uint64_t pixels;
+	size_t failed;           /* items not OK */
+	kiln_pipeline_stats stats;
+} worker_run;
+
+static struct {
+	pthread_mutex_t lock;
+	size_t failed;
+	char first_error[KILN_ITEM_ERROR_MAX];
+} outcome = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void on_report(void *ctx, const kiln_shard_result *r)
+{
+	pthread_mutex_lock(&outcome.lock);
+	for (size_t i = 0; i < r->count; i++)
+		if (r->items[i].status != KILN_OK && outcome.failed++ == 0)
+			snprintf(outcome.first_error, sizeof outcome.first_error, "%s", r->items[i].error);
+	pthread_mutex_unlock(&outcome.lock);
+}
+
+static void stats_minus(kiln_pipeline_stage_stats *a, const kiln_pipeline_stage_stats *b)
+{
+	a->busy_s -= b->busy_s;
+	a->items -= b->items;
+}
+
+/* Submits items first..first+count (input i % 24) as shards and waits for all of them. */
+static kiln_status run_items(kiln_pipeline *p, const char *dir, const char *label, size_t first, size_t count,
+			     const kiln_texenc_opts *opts)
+{
+	static char inputs[SHARD_ITEMS][512], outputs[SHARD_ITEMS][512];
+	kiln_shard_item items[SHARD_ITEMS];
+	for (size_t done = 0; done < count;) {
+		size_t n = count - done < SHARD_ITEMS ? count - done : SHARD_ITEMS;
+		for (size_t i = 0; i < n; i++) {
+			size_t k = first + done + i;
+			snprintf(inputs[i], sizeof inputs[i], "%s/in/kodim%02zu.png", dir, k % BENCH_KODAK_COUNT + 1);
+			snprintf(outputs[i], sizeof outputs[i], "%s/out/%s/%zu.dds", dir, label, k);
+			items[i] = (kiln_shard_item){.id = k, .input = inputs[i], .output = outputs[i]};
+		}
+		char shard[64];
+		snprintf(shard, sizeof shard, "%s.%zu", label, first + done);
+		kiln_shard_spec spec = {.job = label, .shard = shard, .lease = 1, .opts = *opts,
+					.container = KILN_CONTAINER_DDS, .items = items, .count = n};
+		kiln_status st = kiln_pipeline_submit(p, &spec);
+		if (st != KILN_OK)
+			return st;
+		done += n;
+	}
+	while (!kiln_pipeline_wait_idle(p, 60000))
+		;
+	return KILN_OK;
+}
+
+static kiln_status run_pipeline(const bench_opts *opts, const bench_set *set, const char *dir, worker_run *run,
+				char *err, size_t err_cap)
+{
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	memcpy(cfg.devices, run->devices, sizeof cfg.devices);
+	cfg.ndevices = run->ndevices;
+	cfg.batch = 32;
+	cfg.report = on_report;
+	kiln_pipeline *p;
+	kiln_status st = kiln_pipeline_create(&cfg, &p, err, err_cap);
+	if (st != KILN_OK)
+		return st;
+	kiln_texenc_opts topts;
+	kiln_texenc_opts_default(&topts);
+	topts.quality = run->quality;
+	outcome.failed = 0;
+	outcome.first_error[0] = '\0';
+	/* A warm-up shard (not on the CPU at high quality, where one image takes seconds): device
+	 * buffers, page cache, thread start-up stay out of the figures. */
+	kiln_pipeline_stats before;
+	if (!opts->quick && (run->devices[0].kind == KILN_DEVICE_GPU || run->quality != KILN_QUALITY_HIGH))
+		st = run_items(p, dir, run->label, run->count, 8 * run->ndevices, &topts);
+	kiln_pipeline_stats_get(p, &before);
+	double t0 = bench_now();
+	if (st == KILN_OK)
+		st = run_items(p, dir, run->label, 0, run->count, &topts);
+	run->seconds = bench_now() - t0;
+	kiln_pipeline_stats_get(p, &run->stats);
+	stats_minus(&run->stats.fetch, &before.fetch);
+	stats_minus(&run->stats.decode, &before.decode);
+	stats_minus(&run->stats.encode, &before.encode);
+	stats_minus(&run->stats.upload, &before.upload);
+	run->stats.batches -= before.batches;
+	kiln_pipeline_destroy(p);
+	run->failed = outcome.failed;
+	if (run->failed)
+		snprintf(err, err_cap, "%zu item(s) failed, e.g.: %s", run->failed, outcome.first_error);
+	run->pixels = 0;
+	for (size_t i = 0; i < run->count; i++)
+		run->pixels += (uint64_t)set->images[i % set->count].width * set->images[i % set->count].height;
+	return st;
+}
+
+static const char *quality_name(kiln_quality q)
+{
+	return q == KILN_QUALITY_FAST ? "fast" : q == KILN_QUALITY_MEDIUM ? "medium" : "high";
+}
+
+/* The rows of one run: throughput, then each stage, then the limit. */
+static void report_run(bench_section *sec, const worker_run *run)
+{
+	char what[160], kiln[48], anchor[48], ratio[32];
+	snprintf(what, sizeof what, "%s: %zu Kodak PNG -> BC1 DDS, end to end", run->label, run->count);
+	snprintf(kiln, sizeof kiln, "%.1f images/s", (double)run->count / run->seconds);
+	snprintf(anchor, sizeof anchor, "%.1f Mpix/s", (double)run->pixels / run->seconds / 1e6);
+	snprintf(ratio, sizeof ratio, "%.2f s, %llu batches", run->seconds, (unsigned long long)run->stats.batches);
+	bench_row_text(sec, what, kiln, anchor, ratio);
+	const struct {
+		const char *name;
+		const kiln_pipeline_stage_stats *s;
+	} stages[] = {{"fetch", &run->stats.fetch}, {"decode", &run->stats.decode},
+		      {"encode", &run->stats.encode}, {"upload", &run->stats.upload}};
+	size_t limit = 0;
+	double limit_util = -1, limit_rate = 0;
+	for (size_t i = 0; i < 4; i++) {
+		const kiln_pipeline_stage_stats *s = stages[i].s;
+		double per_thread = s->threads ? s->busy_s / s->threads : 0;
+		double util = run->seconds > 0 ? per_thread / run->seconds : 0;
+		double alone = per_thread > 0 ? (double)s->items / per_thread : 0;
+		snprintf(what, sizeof what, "%s: stage %s (%u thread%s)", run->label, stages[i].name, s->threads,
+			 s->threads == 1 ? "" : "s");
+		snprintf(kiln, sizeof kiln, "busy %.2f s (%.0f%% of wall)", s->busy_s, util * 100);
+		snprintf(anchor, sizeof anchor, "alone: %.1f images/s", alone);
+		bench_row_text(sec, what, kiln, anchor, NULL);
+		if (util > limit_util) {
+			limit_util = util;
+			limit = i;
+			limit_rate = alone;
+		}
+	}
+	snprintf(what, sizeof what, "%s: limiting stage (end to end / its rate alone)", run->label);
+	snprintf(ratio, sizeof ratio, "%.0f%%", limit_rate > 0 ? (double)run->count / run->seconds / limit_rate * 100 : 0);
+	bench_row_text(sec, what, stages[limit].name, NULL, ratio);
+}
+
+/* GPU files against the CPU backend's, for the items both runs wrote. */
+static bool same_outputs(const char *dir, const char *a, const char *b, size_t count, char *err, size_t err_cap)
+{
+	kiln_buf fa, fb;
+	kiln_buf_init(&fa, (size_t)64 << 20);
+	kiln_buf_init(&fb, (size_t)64 << 20);
+	bool same = true;
+	for (size_t i = 0; i < count && same; i++) {
+		char pa[256], pb[256];
+		snprintf(pa, sizeof pa, "%s/out/%s/%zu.dds", dir, a, i);
+		snprintf(pb, sizeof pb, "%s/out/%s/%zu.dds", dir, b, i);
+		same = kiln_buf_read_file(&fa, pa) == KILN_OK && kiln_buf_read_file(&fb, pb) == KILN_OK &&
+		       fa.len == fb.len && memcmp(fa.data, fb.data, fa.len) == 0;
+		if (!same)
+			snprintf(err, err_cap, "%s differs from %s", pb, pa);
+	}
+	kiln_buf_free(&fa);
+	kiln_buf_free(&fb);
+	return same;
+}
+
+/* Copies the Kodak PNG files (as they are: their compression is what a real input has). */
+static kiln_status stage_inputs(const char *dir, char *err, size_t err_cap)
+{
+	const char *env = getenv("KILN_SHARED");
+	kiln_buf f;
+	kiln_buf_init(&f, (size_t)64 << 20);
+	kiln_status st = KILN_OK;
+	for (int i = 1; i <= BENCH_KODAK_COUNT && st == KILN_OK; i++) {
+		char src[256], dst[256];
+		snprintf(src, sizeof src, "%s/kodak/kodim%02d.png", env ? env : "../shared/data", i);
+		snprintf(dst, sizeof dst, "%s/in/kodim%02d.png", dir, i);
+		st = kiln_buf_read_file(&f, src);
+		if (st == KILN_OK)
+			st = kiln_file_write_atomic(dst, f.data, f.len);
+		if (st != KILN_OK)
+			snprintf(err, err_cap, "%s -> %s: %s", src, dst, kiln_strerror(st));
+	}
+	kiln_buf_free(&f);
+	return st;
+}
+
+int bench_worker(const bench_opts *opts, const bench_set *set, bench_report *report)
+{
+	if (!opts->worker)
+		return 0;
+	char dir[] = "/tmp/kiln-bench-worker-XXXXXX";
+	char err[1200] = "", path[600];
+	if (!mkdtemp(dir)) {
+		bench_report_line(report, "worker bench skipped: mkdtemp: %s", strerror(errno));
+		return 1;
+	}
+	snprintf(path, sizeof path, "%s/in", dir);
+	int failed = 0;
+	if (kiln_mkdir_p(path) != KILN_OK || stage_inputs(dir, err, sizeof err) != KILN_OK) {
+		bench_report_line(report, "worker bench skipped: %s", err);
+		failed = 1;
+		goto done;
+	}
+	int gpus = kiln_gpu_count();
+	bench_section *sec[3] = {NULL, NULL, NULL};
+	sec[0] = bench_section_add(report, "Worker end to end: CPU backend",
+		"Kodak PNG files -> BC1 DDS files on local disk through the worker pipeline in-process "
+		"(file storage, no sockets), batch 32, shards of 32; wall clock after a warm-up shard. "
+		"Stage rows: busy time summed over the stage's threads, its share of wall time per "
+		"thread, and the rate it would sustain alone; the highest share limits. Decode and the "
+		"CPU encoder share the cores, so 'alone' overstates both there.");
+	if (gpus > 0)
+		sec[1] = bench_section_add(report, "Worker end to end: GPU 0",
+			"As above with GPU 0 as the only device (texenc keeps up to 3 batches in flight). "
+			"Outputs compared with the CPU backend's files of the same items.");
+	if (gpus > 1)
+		sec[2] = bench_section_add(report, "Worker end to end: every GPU",
+			"As above with every GPU of the machine as a device (one encode thread each).");
+	static const kiln_quality qualities[] = {KILN_QUALITY_FAST, KILN_QUALITY_HIGH};
+	size_t cpu_written[2] = {0, 0};  /* CPU outputs to compare the GPUs' with */
+	for (int q = 0; q < 2; q++) {
+		for (int b = 0; b < 3; b++) {
+			if (!sec[b])
+				continue;
+			static const char *const labels[] = {"cpu", "gpu0", "gpus"};
+			char label[32];
+			snprintf(label, sizeof label, "%s-%s", labels[b], quality_name(qualities[q]));
+			worker_run run = {.label = label, .quality = qualities[q]};
+			if (b == 0) {
+				run.devices[0].kind = KILN_DEVICE_CPU;
+				run.ndevices = 1;
+				/* the CPU encodes Kodak at high quality at ~1 Mpix/s per core */
+				bool high = qualities[q] == KILN_QUALITY_HIGH;
+				run.count = opts->quick ? (high ? 8 : 24) : (high ? 24 : 96);
+			} else {
+				run.ndevices = b == 1 ? 1 : (size_t)(gpus < KILN_PIPELINE_MAX_DEVICES ? gpus : KILN_PIPELINE_MAX_DEVICES);
+				for (size_t d = 0; d < run.ndevices; d++)
+					run.devices[d] = (kiln_device){KILN_DEVICE_GPU, (int)d};
+				run.count = opts->quick ? 96 : 1920 * run.ndevices;
+			}
+			kiln_status st = run_pipeline(opts, set, dir, &run, err, sizeof err);
+			if (st != KILN_OK || run.failed) {
+				char what[160];
+				snprintf(what, sizeof what, "%s", label);
+				bench_row_text(sec[b], what, st != KILN_OK ? kiln_strerror(st) : "FAILED items", err, NULL);
+				failed++;
+				continue;
+			}
+			report_run(sec[b], &run);
+			if (b == 0)
+				cpu_written[q] = run.count;
+			if (b > 0 && cpu_written[q]) {
+				char cpu_label[32], what[160];
+				snprintf(cpu_label, sizeof cpu_label, "cpu-%s", quality_name(qualities[q]));
+				bool same = same_outputs(dir, cpu_label, label, cpu_written[q], err, sizeof err);
+				snprintf(what, sizeof what, "%s: first %zu outputs == CPU backend's", label, cpu_written[q]);
+				bench_row_text(sec[b], what, same ? "OK" : "MISMATCH", same ? NULL : err, NULL);
+				failed += !same;
+			}
+		}
+	}
+done:;
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "kiln-bench: could not remove %s\n", dir);
+	return failed;
+}

@@ -1,0 +1,64 @@
+/* ASTC (LDR, 2D, every footprint 4x4 ... 12x12) batch encoder and decoder.
+ *
+ * The batch API follows BC1's (kernels/bc1/bc1.h): the caller sizes every buffer up front
+ * (kiln_astc_bound per surface, kiln_astc_temp_size per batch), the encoders never
+ * allocate, and each surface gets its own status. The per-block logic lives in
+ * astc_block.h (format, decoder) and astc_enc.h (encoder), shared by both backends. */
+#ifndef KILN_ASTC_H
+#define KILN_ASTC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/pool.h"
+#include "kernels/codec.h"
+#include "kernels/gpu.h"
+#include "kernels/kiln_hd.h"
+
+#define KILN_ASTC_BLOCK_BYTES 16
+
+typedef struct kiln_astc_params {
+	kiln_quality quality;
+	uint32_t block_w, block_h; /* a 2D footprint of the specification (4x4 ... 12x12) */
+	/* The texels are sRGB-encoded and will be decoded with sRGB conversion: the encoder
+	 * scores its candidates with the sRGB decoder's 8-bit interpolation. */
+	int srgb;
+} kiln_astc_params;
+
+/* medium, 6x6, linear */
+void kiln_astc_params_default(kiln_astc_params *params);
+
+/* 1 when w x h is one of the 14 2D footprints of the specification. */
+int kiln_astc_footprint_valid(uint32_t block_w, uint32_t block_h);
+
+/* Bytes of ASTC data for a width x height surface (16 per block, partial blocks padded);
+ * 0 for an invalid footprint or on overflow. */
+size_t kiln_astc_bound(uint32_t width, uint32_t height, uint32_t block_w, uint32_t block_h);
+
+/* Device scratch bytes kiln_astc_encode_gpu needs for a batch of `count` surfaces. */
+size_t kiln_astc_temp_size(size_t count);
+
+/* Encodes count surfaces (host memory) into dst[i] (kiln_astc_bound bytes each), blocks in
+ * row-major order. status[i] is KILN_OK or why surface i was refused. Returns KILN_OK when
+ * the batch ran, even if some surfaces failed; KILN_ERR_INVALID_ARG for bad parameters.
+ * pool may be NULL. */
+kiln_status kiln_astc_encode_cpu(const kiln_astc_params *params, const kiln_surface *src,
+				 uint8_t *const *dst, size_t count, kiln_status *status,
+				 kiln_pool *pool);
+
+/* The same on the current GPU (device pointers in src[i].rgba and dst[i]), queued on
+ * `stream`. Declared for the backend to come (kernels/astc/astc_cuda.cu); not defined
+ * yet, so nothing may call it. */
+kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, const kiln_surface *src,
+				 uint8_t *const *dst, size_t count, kiln_status *status,
+				 void *d_temp, size_t temp_size, kiln_stream stream);
+
+/* Decodes the ASTC data of a width x height surface into RGBA8 rows of `stride` bytes, as
+ * astcenc decodes to an 8-bit image: `srgb` 0 like `astcenc -dl`, 1 like `astcenc -ds`
+ * (values stay sRGB-encoded). Illegal blocks decode to opaque magenta. */
+kiln_status kiln_astc_decode(const uint8_t *blocks, size_t size, uint32_t width, uint32_t height,
+			     uint32_t block_w, uint32_t block_h, int srgb, uint8_t *rgba,
+			     size_t stride);
+
+#endif

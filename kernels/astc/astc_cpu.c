@@ -1,0 +1,193 @@
+/* The CPU backend of ASTC, and the decoder. The encoder checks every surface of the batch,
+ * then runs the per-block functions of astc_enc.h over the blocks of all valid surfaces
+ * as one sequence through the thread pool (as bc1_cpu.c does). */
+#include <pthread.h>
+#include <string.h>
+
+#include "kernels/astc/astc.h"
+#include "kernels/astc/astc_block.h"
+#include "kernels/astc/astc_enc.h"
+
+/* Surfaces handled per pool run: their descriptors live on the stack (no allocation). */
+#define ASTC_CPU_CHUNK 256
+
+static const uint8_t footprints[14][2] = {
+	{4, 4}, {5, 4}, {5, 5}, {6, 5}, {6, 6}, {8, 5}, {8, 6},
+	{8, 8}, {10, 5}, {10, 6}, {10, 8}, {10, 10}, {12, 10}, {12, 12},
+};
+
+/* The encoder's per-footprint tables, built on first use and read-only afterwards. */
+static astc_enc_ctx contexts[14];
+static int contexts_ready[14];
+static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int footprint_index(uint32_t block_w, uint32_t block_h)
+{
+	for (int i = 0; i < 14; i++)
+		if (footprints[i][0] == block_w && footprints[i][1] == block_h)
+			return i;
+	return -1;
+}
+
+static const astc_enc_ctx *context_for(int fp)
+{
+	pthread_mutex_lock(&contexts_lock);
+	if (!contexts_ready[fp]) {
+		astc_enc_ctx_init(&contexts[fp], footprints[fp][0], footprints[fp][1]);
+		contexts_ready[fp] = 1;
+	}
+	pthread_mutex_unlock(&contexts_lock);
+	return &contexts[fp];
+}
+
+/* One surface of a batch, its blocks numbered from first_block in one sequence. */
+typedef struct astc_cpu_surface {
+	kiln_surface surf;
+	uint8_t *dst;
+	uint64_t first_block;
+	uint32_t blocks_x;
+} astc_cpu_surface;
+
+typedef struct astc_cpu_job {
+	const astc_enc_ctx *ctx;
+	const astc_cpu_surface *surf;
+	size_t count;
+	uint64_t total;
+	int quality, srgb;
+} astc_cpu_job;
+
+static size_t find_surface(const astc_cpu_job *job, uint64_t block)
+{
+	size_t lo = 0, hi = job->count;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (job->surf[mid].first_block <= block)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void encode_range(void *arg, size_t begin, size_t end)
+{
+	const astc_cpu_job *job = arg;
+	size_t si = find_surface(job, begin);
+	for (uint64_t b = begin; b < end; b++) {
+		while (si + 1 < job->count && job->surf[si + 1].first_block <= b)
+			si++;
+		const astc_cpu_surface *s = &job->surf[si];
+		uint64_t local = b - s->first_block;
+		uint32_t bx = (uint32_t)(local % s->blocks_x), by = (uint32_t)(local / s->blocks_x);
+		astc_enc_block blk;
+		astc_enc_load(&s->surf, bx, by, job->ctx->bw, job->ctx->bh, job->srgb, &blk);
+		astc_encode_block(job->ctx, &blk, job->quality, s->dst + local * KILN_ASTC_BLOCK_BYTES);
+	}
+}
+
+static int quality_valid(kiln_quality q)
+{
+	return q == KILN_QUALITY_FAST || q == KILN_QUALITY_MEDIUM || q == KILN_QUALITY_HIGH;
+}
+
+size_t kiln_astc_temp_size(size_t count)
+{
+	/* the descriptors and the per-footprint tables, plus room to align */
+	return (count ? count : 1) * sizeof(astc_cpu_surface) + sizeof(astc_enc_ctx) + 512;
+}
+
+kiln_status kiln_astc_encode_cpu(const kiln_astc_params *params, const kiln_surface *src,
+				 uint8_t *const *dst, size_t count, kiln_status *status,
+				 kiln_pool *pool)
+{
+	if (count == 0)
+		return KILN_OK;
+	if (!params || !src || !dst || !status || !quality_valid(params->quality))
+		return KILN_ERR_INVALID_ARG;
+	int fp = footprint_index(params->block_w, params->block_h);
+	if (fp < 0)
+		return KILN_ERR_INVALID_ARG;
+	const astc_enc_ctx *ctx = context_for(fp);
+	astc_cpu_surface desc[ASTC_CPU_CHUNK];
+	for (size_t base = 0; base < count; base += ASTC_CPU_CHUNK) {
+		size_t n = count - base < ASTC_CPU_CHUNK ? count - base : ASTC_CPU_CHUNK;
+		astc_cpu_job job = {ctx, desc, 0, 0, (int)params->quality, params->srgb != 0};
+		for (size_t i = base; i < base + n; i++) {
+			const kiln_surface *s = &src[i];
+			uint64_t bx = ((uint64_t)s->width + params->block_w - 1) / params->block_w;
+			uint64_t by = ((uint64_t)s->height + params->block_h - 1) / params->block_h;
+			if (!s->rgba || !dst[i] || s->width == 0 || s->height == 0 ||
+			    (uint64_t)s->stride < 4 * (uint64_t)s->width || bx * by > UINT32_MAX) {
+				status[i] = KILN_ERR_INVALID_ARG;
+				continue;
+			}
+			status[i] = KILN_OK;
+			desc[job.count].surf = *s;
+			desc[job.count].dst = dst[i];
+			desc[job.count].first_block = job.total;
+			desc[job.count].blocks_x = (uint32_t)bx;
+			job.total += bx * by;
+			job.count++;
+		}
+		if (job.count)
+			kiln_pool_for(pool, (size_t)job.total, 0, encode_range, &job);
+	}
+	return KILN_OK;
+}
+
+void kiln_astc_params_default(kiln_astc_params *params)
+{
+	params->quality = KILN_QUALITY_MEDIUM;
+	params->block_w = 6;
+	params->block_h = 6;
+	params->srgb = 0;
+}
+
+int kiln_astc_footprint_valid(uint32_t block_w, uint32_t block_h)
+{
+	for (size_t i = 0; i < sizeof footprints / sizeof footprints[0]; i++)
+		if (footprints[i][0] == block_w && footprints[i][1] == block_h)
+			return 1;
+	return 0;
+}
+
+size_t kiln_astc_bound(uint32_t width, uint32_t height, uint32_t block_w, uint32_t block_h)
+{
+	if (!kiln_astc_footprint_valid(block_w, block_h))
+		return 0;
+	uint64_t bx = ((uint64_t)width + block_w - 1) / block_w;
+	uint64_t by = ((uint64_t)height + block_h - 1) / block_h;
+	uint64_t bytes = bx * by * KILN_ASTC_BLOCK_BYTES; /* < 2^32 * 2^32 / 16 * 16: no wrap */
+	if (bytes > SIZE_MAX)
+		return 0;
+	return (size_t)bytes;
+}
+
+kiln_status kiln_astc_decode(const uint8_t *blocks, size_t size, uint32_t width, uint32_t height,
+			     uint32_t block_w, uint32_t block_h, int srgb, uint8_t *rgba,
+			     size_t stride)
+{
+	if (!blocks || !rgba || width == 0 || height == 0 || stride / 4 < width ||
+	    !kiln_astc_footprint_valid(block_w, block_h))
+		return KILN_ERR_INVALID_ARG;
+	size_t need = kiln_astc_bound(width, height, block_w, block_h);
+	if (need == 0)
+		return KILN_ERR_OVERFLOW;
+	if (size < need)
+		return KILN_ERR_TRUNCATED;
+	size_t bw = ((size_t)width + block_w - 1) / block_w, bh = ((size_t)height + block_h - 1) / block_h;
+	for (size_t by = 0; by < bh; by++) {
+		size_t y0 = by * block_h;
+		size_t rows = height - y0 < block_h ? height - y0 : block_h;
+		for (size_t bx = 0; bx < bw; bx++) {
+			uint8_t texels[ASTC_MAX_TEXELS * 4];
+			size_t x0 = bx * block_w;
+			size_t cols = width - x0 < block_w ? width - x0 : block_w;
+			astc_decode_block(blocks + (by * bw + bx) * KILN_ASTC_BLOCK_BYTES, (int)block_w,
+					  (int)block_h, srgb != 0, texels);
+			for (size_t y = 0; y < rows; y++)
+				memcpy(rgba + (y0 + y) * stride + x0 * 4, texels + 4 * block_w * y, 4 * cols);
+		}
+	}
+	return KILN_OK;
+}

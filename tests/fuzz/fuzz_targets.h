@@ -1,0 +1,165 @@
+/* The fuzzed entry points, shared by the libFuzzer targets (tests/fuzz/fuzz_*.c, built by
+ * `make fuzz` with clang, ASan and UBSan) and by the regression replay in `make test`
+ * (tests/unit/test_fuzz_regress.c, built normally), so that a crashing input found by the
+ * fuzzer is replayed through exactly the code that crashed.
+ *
+ * Each function takes arbitrary bytes, drives one parser the way kiln itself does, checks
+ * the invariants its callers rely on (abort() on a violation, which both libFuzzer and
+ * Criterion report as a crash), and returns the parser's kiln_status. */
+#ifndef KILN_FUZZ_TARGETS_H
+#define KILN_FUZZ_TARGETS_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/container.h"
+#include "common/image.h"
+#include "common/png_io.h"
+#include "common/proto.h"
+#include "kernels/bc1/bc1.h"
+#include "scheduler/spec.h"
+
+/* Stops the fuzzer (or fails the test) on a broken invariant; a plain abort() keeps the
+ * message next to the stack trace either prints. */
+#define FUZZ_CHECK(cond)                                                                   \
+	do {                                                                               \
+		if (!(cond)) {                                                             \
+			fprintf(stderr, "fuzz invariant failed: %s (%s:%d)\n", #cond, __FILE__, \
+				__LINE__);                                                 \
+			abort();                                                           \
+		}                                                                          \
+	} while (0)
+
+/* PNG: kiln_png_decode on the bytes. The limits are kiln's defaults scaled down (4096 per
+ * side, 4 Mpix) only so that one input cannot make the fuzzer allocate a gigabyte: the
+ * limit check itself is the same code either way. A decoded image must be exactly what
+ * the header said, with every row inside the allocation (ASan checks the writes). */
+static inline kiln_status kiln_fuzz_png(const uint8_t *data, size_t size)
+{
+	kiln_image_limits limits = {.max_width = 4096, .max_height = 4096, .max_pixels = 4u << 20};
+	kiln_image img;
+	char err[256];
+	kiln_status st = kiln_png_decode(data, size, &limits, &img, err, sizeof err);
+	if (st == KILN_OK) {
+		FUZZ_CHECK(img.pixels && img.width && img.height && img.stride >= 4 * (size_t)img.width);
+		FUZZ_CHECK((uint64_t)img.width * img.height <= limits.max_pixels);
+		uint32_t w = 0, h = 0;
+		FUZZ_CHECK(kiln_png_probe(data, size, &w, &h) == KILN_OK);
+		FUZZ_CHECK(w == img.width && h == img.height);
+		/* touch the last byte: the allocation must cover every row */
+		volatile uint8_t last = kiln_image_row(&img, img.height - 1)[4 * (size_t)img.width - 1];
+		(void)last;
+	} else {
+		FUZZ_CHECK(img.pixels == NULL);
+		FUZZ_CHECK(err[0] != '\0');
+	}
+	kiln_image_free(&img);
+	return st;
+}
+
+/* Containers: what `kiln decode` does with a file: kiln_container_read, then every level
+ * of a BC1 texture through kiln_bc1_decode. Levels must lie inside the input. */
+static inline kiln_status kiln_fuzz_container(const uint8_t *data, size_t size)
+{
+	kiln_texture tex;
+	kiln_status st = kiln_container_read(data, size, &tex);
+	if (st != KILN_OK) {
+		FUZZ_CHECK(tex.num_levels == 0);
+		return st;
+	}
+	FUZZ_CHECK(tex.num_levels >= 1 && tex.num_levels <= KILN_MAX_LEVELS);
+	for (uint32_t i = 0; i < tex.num_levels; i++) {
+		const kiln_level *lv = &tex.levels[i];
+		FUZZ_CHECK(lv->data >= data && lv->size <= size &&
+			   (size_t)(lv->data - data) <= size - lv->size);
+		FUZZ_CHECK(lv->size == kiln_texture_level_size(&tex, lv->width, lv->height));
+		if (tex.format != KILN_TEXFMT_BC1_RGB && tex.format != KILN_TEXFMT_BC1_RGBA)
+			continue;
+		kiln_image img;
+		kiln_status dst = kiln_image_alloc(&img, lv->width, lv->height, NULL);
+		if (dst != KILN_OK)
+			return dst;
+		dst = kiln_bc1_decode(lv->data, lv->size, lv->width, lv->height,
+				      tex.format == KILN_TEXFMT_BC1_RGBA, img.pixels, img.stride);
+		kiln_image_free(&img);
+		FUZZ_CHECK(dst == KILN_OK);  /* the reader promised the level's full block data */
+	}
+	/* What was read must write back (the reader accepts only what the writers produce,
+	 * plus free fields); the rewritten file must read back to the same levels. */
+	kiln_buf out;
+	kiln_buf_init(&out, (size_t)1 << 30);
+	int c = kiln_container_detect(data, size);
+	kiln_status wst = kiln_container_write((kiln_container)c, &tex, &out);
+	if (wst == KILN_OK) {
+		kiln_texture again;
+		FUZZ_CHECK(kiln_container_read(out.data, out.len, &again) == KILN_OK);
+		FUZZ_CHECK(again.num_levels == tex.num_levels && again.format == tex.format);
+		for (uint32_t i = 0; i < tex.num_levels; i++)
+			FUZZ_CHECK(again.levels[i].size == tex.levels[i].size &&
+				   memcmp(again.levels[i].data, tex.levels[i].data, tex.levels[i].size) == 0);
+	}
+	kiln_buf_free(&out);
+	return st;
+}
+
+/* Protocol: kiln_proto_parse as the scheduler and the worker call it on every frame. A
+ * message it accepts must serialise (kiln_proto_encode) and parse again to the same type. */
+static inline kiln_status kiln_fuzz_proto(const uint8_t *data, size_t size)
+{
+	json_t *msg;
+	kiln_msg_type type;
+	char err[256];
+	kiln_status st = kiln_proto_parse(data, size, &msg, &type, err, sizeof err);
+	if (st != KILN_OK) {
+		FUZZ_CHECK(msg == NULL && type == KILN_MSG_INVALID);
+		return st;
+	}
+	FUZZ_CHECK(msg && type != KILN_MSG_INVALID);
+	kiln_buf out;
+	kiln_buf_init(&out, 2 * (size_t)KILN_PROTO_MAX_FRAME);
+	if (kiln_proto_encode(msg, &out) == KILN_OK) {
+		json_t *again;
+		kiln_msg_type type2;
+		FUZZ_CHECK(kiln_proto_parse(out.data, out.len, &again, &type2, err, sizeof err) == KILN_OK);
+		FUZZ_CHECK(type2 == type && json_equal(msg, again));
+		json_decref(again);
+	}
+	kiln_buf_free(&out);
+	json_decref(msg);
+	return st;
+}
+
+/* Job spec: the body of POST /v1/jobs, decoded as scheduler/http.c does, then
+ * kiln_job_spec_parse. An accepted spec's normalised JSON is what the journal stores and
+ * replays through the same parser, so it must be accepted again, to the same JSON. */
+static inline kiln_status kiln_fuzz_spec(const uint8_t *data, size_t size)
+{
+	json_error_t jerr;
+	json_t *in = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
+	if (!in)
+		return KILN_ERR_CORRUPT;
+	kiln_job_spec spec;
+	char err[256];
+	kiln_status st = kiln_job_spec_parse(in, &spec, err, sizeof err);
+	if (st == KILN_OK) {
+		FUZZ_CHECK(spec.json && spec.output && spec.format && spec.container && spec.ext);
+		FUZZ_CHECK(spec.shard_size >= 1 && spec.shard_size <= KILN_SPEC_MAX_SHARD);
+		FUZZ_CHECK(spec.max_attempts >= 1 && spec.max_attempts <= KILN_SPEC_MAX_ATTEMPTS);
+		FUZZ_CHECK(spec.input_kind == KILN_INPUT_LIST ? spec.list != NULL : spec.location != NULL);
+		kiln_job_spec again;
+		FUZZ_CHECK(kiln_job_spec_parse(spec.json, &again, err, sizeof err) == KILN_OK);
+		FUZZ_CHECK(json_equal(spec.json, again.json));
+		kiln_job_spec_free(&again);
+	} else {
+		FUZZ_CHECK(st == KILN_ERR_INVALID_ARG || st == KILN_ERR_NOMEM);
+		FUZZ_CHECK(spec.json == NULL);
+	}
+	kiln_job_spec_free(&spec);
+	json_decref(in);
+	return st;
+}
+
+#endif

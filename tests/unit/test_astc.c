@@ -1,0 +1,556 @@
+/* Unit tests of the ASTC codec: the tables against the specification's procedures written
+ * a second time here, BISE round trips for every range, and the decoder against ARM's
+ * astcenc (run as the `astcenc` command, never linked): files astcenc encodes from Kodak
+ * crops with alpha, and files of random blocks (illegal encodings, HDR modes, void
+ * extents), on every footprint, in linear (-dl) and sRGB (-ds) decoding. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "common/buf.h"
+#include "common/container.h"
+#include "common/fileio.h"
+#include "common/png_io.h"
+#include "kernels/astc/astc.h"
+#include "kernels/astc/astc_block.h"
+#include "testutil.h"
+
+static const uint8_t footprints[14][2] = {
+	{4, 4}, {5, 4}, {5, 5}, {6, 5}, {6, 6}, {8, 5}, {8, 6},
+	{8, 8}, {10, 5}, {10, 6}, {10, 8}, {10, 10}, {12, 10}, {12, 12},
+};
+
+static uint32_t rng_next(uint32_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 17;
+	*s ^= *s << 5;
+	return *s;
+}
+
+/* ---- tables ---------------------------------------------------------------------------- */
+
+/* The specification's endpoint unquantisation for trit/quint ranges, spelled with its
+ * bit strings (B as 9 characters, MSB first: a letter names a bit of the plain part). */
+static int spec_color_unquant(int r, int code)
+{
+	const astc_range *q = &astc_ranges[r];
+	if (!q->trits && !q->quints) {
+		int v = 0;
+		for (int i = 0; i < 8; i++) /* bit replication from the MSB */
+			v |= ((code >> (q->bits - 1 - i % q->bits)) & 1) << (7 - i);
+		return v;
+	}
+	static const struct { int levels; const char *b; int c; } rows[] = {
+		{6, "000000000", 204}, {10, "000000000", 113}, {12, "b000b0bb0", 93},
+		{20, "b0000bb00", 54}, {24, "cb000cbcb", 44}, {40, "cb0000cbc", 26},
+		{48, "dcb000dcb", 22}, {80, "dcb0000dc", 13}, {96, "edcb000ed", 11},
+		{160, "edcb0000e", 6}, {192, "fedcb000f", 5},
+	};
+	int m = code & ((1 << q->bits) - 1), d = code >> q->bits;
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		if (rows[i].levels != q->levels)
+			continue;
+		int a = (m & 1) ? 0x1FF : 0, b = 0;
+		for (int k = 0; k < 9; k++)
+			if (rows[i].b[k] != '0')
+				b |= ((m >> (rows[i].b[k] - 'a')) & 1) << (8 - k);
+		int t = d * rows[i].c + b;
+		t ^= a;
+		return (a & 0x80) | (t >> 2);
+	}
+	return -1;
+}
+
+static int spec_weight_unquant(int r, int code)
+{
+	const astc_range *q = &astc_ranges[r];
+	int t;
+	if (!q->trits && !q->quints) {
+		t = 0;
+		for (int i = 0; i < 6; i++)
+			t |= ((code >> (q->bits - 1 - i % q->bits)) & 1) << (5 - i);
+	} else if (q->bits == 0) {
+		static const int t3[3] = {0, 32, 63}, q5[5] = {0, 16, 32, 47, 63};
+		t = q->trits ? t3[code] : q5[code];
+	} else {
+		static const struct { int levels; const char *b; int c; } rows[] = {
+			{6, "0000000", 50}, {10, "0000000", 28}, {12, "b000b0b", 23},
+			{20, "b0000b0", 13}, {24, "cb000cb", 11},
+		};
+		int m = code & ((1 << q->bits) - 1), d = code >> q->bits;
+		t = -1;
+		for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+			if (rows[i].levels != q->levels)
+				continue;
+			int a = (m & 1) ? 0x7F : 0, b = 0;
+			for (int k = 0; k < 7; k++)
+				if (rows[i].b[k] != '0')
+					b |= ((m >> (rows[i].b[k] - 'a')) & 1) << (6 - k);
+			t = d * rows[i].c + b;
+			t ^= a;
+			t = (a & 0x20) | (t >> 2);
+		}
+	}
+	return t > 32 ? t + 1 : t;
+}
+
+Test(astc_tables, unquantisation_follows_the_specification)
+{
+	for (int r = ASTC_MIN_COLOR_RANGE; r < ASTC_RANGES; r++)
+		for (int c = 0; c < astc_ranges[r].levels; c++)
+			cr_expect_eq(astc_color_unquant[r][c], spec_color_unquant(r, c), "colour range %d code %d", r, c);
+	for (int r = 0; r < ASTC_WEIGHT_RANGES; r++)
+		for (int c = 0; c < astc_ranges[r].levels; c++)
+			cr_expect_eq(astc_weight_unquant[r][c], spec_weight_unquant(r, c), "weight range %d code %d", r, c);
+}
+
+Test(astc_tables, quantisation_picks_the_nearest_level)
+{
+	for (int r = ASTC_MIN_COLOR_RANGE; r < ASTC_RANGES; r++) {
+		for (int v = 0; v < 256; v++) {
+			int got = astc_color_unquant[r][astc_color_quant[r][v]], best = 1 << 30;
+			for (int c = 0; c < astc_ranges[r].levels; c++) {
+				int d = abs(astc_color_unquant[r][c] - v);
+				best = d < best ? d : best;
+			}
+			cr_expect_eq(abs(got - v), best, "colour range %d value %d", r, v);
+		}
+	}
+	for (int r = 0; r < ASTC_WEIGHT_RANGES; r++) {
+		for (int v = 0; v <= 64; v++) {
+			int got = astc_weight_unquant[r][astc_weight_quant[r][v]], best = 1 << 30;
+			for (int c = 0; c < astc_ranges[r].levels; c++) {
+				int d = abs(astc_weight_unquant[r][c] - v);
+				best = d < best ? d : best;
+			}
+			cr_expect_eq(abs(got - v), best, "weight range %d value %d", r, v);
+		}
+	}
+}
+
+Test(astc_tables, packed_trits_and_quints_decode_back)
+{
+	for (int i = 0; i < 243; i++) {
+		uint8_t t[5];
+		astc_trit_decode(astc_trit_enc[i], t);
+		cr_expect_eq(t[0] + 3 * t[1] + 9 * t[2] + 27 * t[3] + 81 * t[4], i, "trits %d", i);
+	}
+	for (int i = 0; i < 125; i++) {
+		uint8_t q[3];
+		cr_expect_lt(astc_quint_enc[i], 128);
+		astc_quint_decode(astc_quint_enc[i], q);
+		cr_expect_eq(q[0] + 5 * q[1] + 25 * q[2], i, "quints %d", i);
+	}
+}
+
+/* ---- BISE ------------------------------------------------------------------------------ */
+
+Test(astc_bise, every_range_round_trips)
+{
+	uint32_t seed = 0x1234567u;
+	for (int r = 0; r < ASTC_RANGES; r++) {
+		for (int count = 1; count <= 64; count++) {
+			int bits = astc_bise_bits(r, count);
+			if (bits > 120)
+				break;
+			for (int rep = 0; rep < 8; rep++) {
+				uint8_t vals[64], back[64], blk[16] = {0};
+				for (int i = 0; i < count; i++) {
+					/* the top code and zero often: they stress the packed groups */
+					uint32_t x = rng_next(&seed);
+					int top = astc_ranges[r].levels - 1;
+					vals[i] = (uint8_t)(rep == 0 ? top : (rep == 1 ? 0 : (int)(x % (uint32_t)astc_ranges[r].levels)));
+				}
+				astc_bise_encode(blk, 5, r, count, vals);
+				/* nothing outside [5, 5 + bits) */
+				for (int p = 0; p < 128; p++)
+					if (p < 5 || p >= 5 + bits)
+						cr_assert_eq(astc_bits_get(blk, p, 1, 128), 0u, "range %d count %d bit %d", r, count, p);
+				astc_bise_decode(blk, 5, r, count, back);
+				cr_assert_eq(memcmp(vals, back, (size_t)count), 0, "range %d count %d", r, count);
+			}
+		}
+	}
+}
+
+Test(astc_bise, sizes_follow_the_specification)
+{
+	/* 5 trits in 8 bits, 3 quints in 7 bits, plus the plain bits */
+	cr_expect_eq(astc_bise_bits(1, 5), 8);
+	cr_expect_eq(astc_bise_bits(1, 1), 2);
+	cr_expect_eq(astc_bise_bits(3, 3), 7);
+	cr_expect_eq(astc_bise_bits(3, 2), 5);
+	cr_expect_eq(astc_bise_bits(19, 6), 6 * 6 + 10);
+	cr_expect_eq(astc_bise_bits(20, 18), 144);
+	cr_expect_eq(astc_bise_bits(7, 16), 2 * 16 + 26);
+}
+
+Test(astc_partition, one_partition_and_range)
+{
+	for (int seed = 0; seed < 1024; seed++) {
+		for (int count = 1; count <= 4; count++) {
+			for (int y = 0; y < 12; y++) {
+				for (int x = 0; x < 12; x++) {
+					int p = astc_partition(seed, x, y, count, 144);
+					cr_assert(p >= 0 && p < count);
+					if (count == 1)
+						cr_assert_eq(p, 0);
+				}
+			}
+		}
+	}
+}
+
+/* ---- decoder against astcenc ----------------------------------------------------------- */
+
+static int have_astcenc(void)
+{
+	return system("astcenc -version >/dev/null 2>&1") == 0;
+}
+
+static int run(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	int st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void make_tmpdir(char *dir, size_t cap)
+{
+	snprintf(dir, cap, "/tmp/kiln-astc-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void remove_tmpdir(const char *dir)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	(void)system(cmd);
+}
+
+/* A w x h crop of a Kodak image at (x0, y0); with alpha: a radial mask with a hard edge
+ * and a soft ramp, so blocks see opaque, transparent and mixed alpha. */
+static void kodak_crop(const char *name, uint32_t x0, uint32_t y0, uint32_t w, uint32_t h,
+		       int alpha, kiln_image *out)
+{
+	char path[512], err[200];
+	kiln_image src;
+	cr_assert_eq(kiln_png_read_file(test_data_path(path, sizeof path, "kodak", name), NULL, &src,
+					err, sizeof err), KILN_OK, "%s: %s", path, err);
+	cr_assert_eq(kiln_image_alloc(out, w, h, NULL), KILN_OK);
+	for (uint32_t y = 0; y < h; y++) {
+		memcpy(kiln_image_row(out, y), kiln_image_row(&src, y0 + y) + 4 * x0, 4 * (size_t)w);
+		if (!alpha)
+			continue;
+		for (uint32_t x = 0; x < w; x++) {
+			int dx = (int)x - (int)w / 2, dy = (int)y - (int)h / 2;
+			int d2 = dx * dx + dy * dy, r = (int)(w < h ? w : h) / 3;
+			int a = d2 < r * r ? 255 : (x < w / 4 ? 0 : (int)(x * 255 / w));
+			kiln_image_row(out, y)[4 * x + 3] = (uint8_t)a;
+		}
+	}
+	out->has_alpha = alpha != 0;
+	kiln_image_free(&src);
+}
+
+/* Decodes path (an .astc file) with kiln and compares with astcenc's decode `png`. */
+static void expect_same_as_astcenc(const char *astc_path, const char *png_path, int srgb)
+{
+	kiln_buf file;
+	kiln_buf_init(&file, 1 << 26);
+	cr_assert_eq(kiln_buf_read_file(&file, astc_path), KILN_OK, "%s", astc_path);
+	kiln_texture tex;
+	cr_assert_eq(kiln_astc_file_read(file.data, file.len, &tex), KILN_OK);
+	kiln_image ref;
+	char err[200];
+	cr_assert_eq(kiln_png_read_file(png_path, NULL, &ref, err, sizeof err), KILN_OK, "%s", err);
+	uint32_t w = tex.levels[0].width, h = tex.levels[0].height;
+	cr_assert_eq(ref.width, w);
+	cr_assert_eq(ref.height, h);
+	uint8_t *out = malloc((size_t)w * h * 4);
+	cr_assert_not_null(out);
+	cr_assert_eq(kiln_astc_decode(tex.levels[0].data, tex.levels[0].size, w, h, tex.block_w,
+				      tex.block_h, srgb, out, (size_t)w * 4), KILN_OK);
+	size_t bad = 0;
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < 4 * w; x++)
+			bad += out[(size_t)y * w * 4 + x] != kiln_image_row(&ref, y)[x];
+	cr_expect_eq(bad, 0, "%s (%ux%u): %zu channel values differ from astcenc", astc_path,
+		     tex.block_w, tex.block_h, bad);
+	free(out);
+	kiln_image_free(&ref);
+	kiln_buf_free(&file);
+}
+
+Test(astc_decode, matches_astcenc_on_its_own_files, .timeout = 300)
+{
+	if (!have_astcenc())
+		cr_skip_test("astcenc is not installed");
+	char dir[64], in[128], in_a[128];
+	make_tmpdir(dir, sizeof dir);
+	kiln_image img;
+	/* sizes that are not multiples of any footprint: partial edge blocks */
+	kodak_crop("kodim23.png", 300, 180, 101, 77, 0, &img);
+	snprintf(in, sizeof in, "%s/in.png", dir);
+	cr_assert_eq(kiln_png_write_file(in, &img), KILN_OK);
+	kiln_image_free(&img);
+	kodak_crop("kodim03.png", 200, 100, 97, 83, 1, &img);
+	snprintf(in_a, sizeof in_a, "%s/in_a.png", dir);
+	cr_assert_eq(kiln_png_write_file(in_a, &img), KILN_OK);
+	kiln_image_free(&img);
+	for (int f = 0; f < 14; f++) {
+		int bw = footprints[f][0], bh = footprints[f][1];
+		const char *inputs[2] = {in, in_a};
+		for (int k = 0; k < 2; k++) {
+			for (int srgb = 0; srgb < 2; srgb++) {
+				/* -thorough on the alpha image: more partitions and dual planes */
+				cr_assert_eq(run("astcenc -c%c %s %s/o.astc %dx%d %s -silent >/dev/null && "
+						 "astcenc -d%c %s/o.astc %s/o.png -silent >/dev/null",
+						 srgb ? 's' : 'l', inputs[k], dir, bw, bh, k ? "-thorough" : "-medium",
+						 srgb ? 's' : 'l', dir, dir), 0);
+				char a[128], p[128];
+				snprintf(a, sizeof a, "%s/o.astc", dir);
+				snprintf(p, sizeof p, "%s/o.png", dir);
+				expect_same_as_astcenc(a, p, srgb);
+			}
+		}
+	}
+	remove_tmpdir(dir);
+}
+
+/* Random bytes are mostly illegal blocks; a quarter are turned into void-extent blocks
+ * (some with bad extents or reserved bits), so every error path is compared too. */
+Test(astc_decode, matches_astcenc_on_random_blocks, .timeout = 300)
+{
+	if (!have_astcenc())
+		cr_skip_test("astcenc is not installed");
+	char dir[64];
+	make_tmpdir(dir, sizeof dir);
+	uint32_t seed = 0xA57C0DEu;
+	for (int f = 0; f < 14; f++) {
+		int bw = footprints[f][0], bh = footprints[f][1];
+		enum { NB = 48 };
+		kiln_texture tex;
+		cr_assert_eq(kiln_texture_init(&tex, KILN_TEXFMT_ASTC, (uint32_t)bw, (uint32_t)bh, false), KILN_OK);
+		static uint8_t blocks[NB * NB * 16];
+		for (size_t i = 0; i < sizeof blocks; i++)
+			blocks[i] = (uint8_t)rng_next(&seed);
+		for (int i = 0; i < NB * NB; i += 4) {
+			uint8_t *b = blocks + 16 * i;
+			b[0] = 0xFC;
+			b[1] = (uint8_t)((b[1] & 0xFE) | 1);
+			if (i % 8 == 0)
+				b[1] |= 0x0C;
+			if (i % 16 == 0) {
+				b[1] |= 0xF0;
+				memset(b + 2, 0xFF, 6);
+			}
+		}
+		tex.num_levels = 1;
+		tex.levels[0].width = (uint32_t)(NB * bw);
+		tex.levels[0].height = (uint32_t)(NB * bh);
+		tex.levels[0].size = sizeof blocks;
+		tex.levels[0].data = blocks;
+		kiln_buf buf;
+		kiln_buf_init(&buf, 1 << 20);
+		cr_assert_eq(kiln_astc_file_write(&tex, &buf), KILN_OK);
+		char a[128], p[128];
+		snprintf(a, sizeof a, "%s/r.astc", dir);
+		snprintf(p, sizeof p, "%s/r.png", dir);
+		cr_assert_eq(kiln_file_write_atomic(a, buf.data, buf.len), KILN_OK);
+		kiln_buf_free(&buf);
+		for (int srgb = 0; srgb < 2; srgb++) {
+			cr_assert_eq(run("astcenc -d%c %s %s -silent >/dev/null", srgb ? 's' : 'l', a, p), 0);
+			expect_same_as_astcenc(a, p, srgb);
+		}
+	}
+	remove_tmpdir(dir);
+}
+
+/* ---- encoder --------------------------------------------------------------------------- */
+
+static void encode_image(const kiln_image *img, uint32_t bw, uint32_t bh, kiln_quality q, int srgb,
+			 kiln_pool *pool, uint8_t **blocks, size_t *size)
+{
+	kiln_astc_params p;
+	kiln_astc_params_default(&p);
+	p.block_w = bw;
+	p.block_h = bh;
+	p.quality = q;
+	p.srgb = srgb;
+	*size = kiln_astc_bound(img->width, img->height, bw, bh);
+	cr_assert_gt(*size, 0);
+	*blocks = malloc(*size);
+	cr_assert_not_null(*blocks);
+	kiln_surface s = {img->pixels, img->width, img->height, (uint32_t)img->stride, img->has_alpha};
+	kiln_status st = KILN_ERR_IO;
+	cr_assert_eq(kiln_astc_encode_cpu(&p, &s, blocks, 1, &st, pool), KILN_OK);
+	cr_assert_eq(st, KILN_OK);
+}
+
+static double rgba_psnr(const kiln_image *img, const uint8_t *dec, int channels)
+{
+	double se = 0;
+	for (uint32_t y = 0; y < img->height; y++)
+		for (uint32_t x = 0; x < img->width; x++)
+			for (int c = 0; c < channels; c++) {
+				double d = (double)dec[((size_t)y * img->width + x) * 4 + c] -
+					   kiln_image_row(img, y)[4 * x + c];
+				se += d * d;
+			}
+	double mse = se / ((double)channels * img->width * img->height);
+	return mse == 0 ? 99.0 : 10.0 * __builtin_log10(255.0 * 255.0 / mse);
+}
+
+/* kiln's files decode in astcenc to the same pixels as in kiln, on every footprint, for
+ * opaque and alpha images, linear and sRGB; and the quality is sane. */
+Test(astc_encode, astcenc_decodes_kiln_files_like_kiln, .timeout = 600)
+{
+	if (!have_astcenc())
+		cr_skip_test("astcenc is not installed");
+	char dir[64];
+	make_tmpdir(dir, sizeof dir);
+	kiln_image imgs[2];
+	kodak_crop("kodim23.png", 330, 200, 45, 31, 0, &imgs[0]);
+	kodak_crop("kodim03.png", 220, 120, 41, 37, 1, &imgs[1]);
+	for (int f = 0; f < 14; f++) {
+		uint32_t bw = footprints[f][0], bh = footprints[f][1];
+		for (int k = 0; k < 2; k++) {
+			for (int srgb = 0; srgb < 2; srgb++) {
+				/* fast on most, medium on a few footprints (2-partition blocks) */
+				kiln_quality q = (f % 5 == 0) ? KILN_QUALITY_MEDIUM : KILN_QUALITY_FAST;
+				uint8_t *blocks;
+				size_t size;
+				encode_image(&imgs[k], bw, bh, q, srgb, NULL, &blocks, &size);
+				kiln_texture tex;
+				cr_assert_eq(kiln_texture_init(&tex, KILN_TEXFMT_ASTC, bw, bh, srgb), KILN_OK);
+				tex.num_levels = 1;
+				tex.levels[0].width = imgs[k].width;
+				tex.levels[0].height = imgs[k].height;
+				tex.levels[0].size = size;
+				tex.levels[0].data = blocks;
+				kiln_buf buf;
+				kiln_buf_init(&buf, 1 << 20);
+				cr_assert_eq(kiln_astc_file_write(&tex, &buf), KILN_OK);
+				char a[128], p[128];
+				snprintf(a, sizeof a, "%s/k.astc", dir);
+				snprintf(p, sizeof p, "%s/k.png", dir);
+				cr_assert_eq(kiln_file_write_atomic(a, buf.data, buf.len), KILN_OK);
+				kiln_buf_free(&buf);
+				cr_assert_eq(run("astcenc -d%c %s %s -silent >/dev/null", srgb ? 's' : 'l', a, p), 0);
+				expect_same_as_astcenc(a, p, srgb);
+				uint8_t *dec = malloc((size_t)imgs[k].width * imgs[k].height * 4);
+				cr_assert_not_null(dec);
+				cr_assert_eq(kiln_astc_decode(blocks, size, imgs[k].width, imgs[k].height, bw, bh,
+							      srgb, dec, (size_t)imgs[k].width * 4), KILN_OK);
+				/* loose sanity floors (RGBA PSNR of a crop with a hard alpha edge): 8 bpp at 4x4
+				 * down to 0.89 bpp at 12x12; quality proper is measured on Kodak by the bench */
+				double floor_db = bw * bh <= 16 ? 34.0 : (bw * bh <= 36 ? 26.0 : 21.0);
+				double ps = rgba_psnr(&imgs[k], dec, 4);
+				cr_expect_gt(ps, floor_db, "%ux%u image %d srgb %d: %.2f dB", bw, bh, k, srgb, ps);
+				free(dec);
+				free(blocks);
+			}
+		}
+	}
+	kiln_image_free(&imgs[0]);
+	kiln_image_free(&imgs[1]);
+	remove_tmpdir(dir);
+}
+
+Test(astc_encode, constant_blocks_are_exact_void_extents)
+{
+	kiln_image img;
+	cr_assert_eq(kiln_image_alloc(&img, 13, 11, NULL), KILN_OK);
+	img.has_alpha = true;
+	for (int srgb = 0; srgb < 2; srgb++) {
+		for (int v = 0; v < 256; v += 17) {
+			for (uint32_t i = 0; i < 13 * 11; i++) {
+				img.pixels[4 * i + 0] = (uint8_t)v;
+				img.pixels[4 * i + 1] = (uint8_t)(255 - v);
+				img.pixels[4 * i + 2] = (uint8_t)(v / 3);
+				img.pixels[4 * i + 3] = (uint8_t)(v ^ 0x5A);
+			}
+			uint8_t *blocks, dec[13 * 11 * 4];
+			size_t size;
+			encode_image(&img, 6, 5, KILN_QUALITY_FAST, srgb, NULL, &blocks, &size);
+			cr_assert_eq((blocks[0] | (blocks[1] << 8)) & 0x1FF, 0x1FC, "void extent");
+			cr_assert_eq(kiln_astc_decode(blocks, size, 13, 11, 6, 5, srgb, dec, 13 * 4), KILN_OK);
+			cr_assert_eq(memcmp(dec, img.pixels, sizeof dec), 0, "value %d srgb %d", v, srgb);
+			free(blocks);
+		}
+	}
+	kiln_image_free(&img);
+}
+
+Test(astc_encode, output_independent_of_threads_and_batching)
+{
+	kiln_image imgs[3];
+	kodak_crop("kodim23.png", 100, 100, 29, 23, 0, &imgs[0]);
+	kodak_crop("kodim03.png", 300, 200, 17, 40, 1, &imgs[1]);
+	kodak_crop("kodim05.png", 10, 10, 8, 8, 0, &imgs[2]);
+	kiln_pool *pool = NULL;
+	cr_assert_eq(kiln_pool_create(3, &pool), KILN_OK);
+	kiln_astc_params p;
+	kiln_astc_params_default(&p);
+	p.block_w = 5;
+	p.block_h = 4;
+	p.quality = KILN_QUALITY_MEDIUM;
+	kiln_surface src[3];
+	uint8_t *batch[3], *single[3];
+	kiln_status st[3];
+	for (int i = 0; i < 3; i++) {
+		src[i] = (kiln_surface){imgs[i].pixels, imgs[i].width, imgs[i].height,
+					(uint32_t)imgs[i].stride, imgs[i].has_alpha};
+		size_t size = kiln_astc_bound(imgs[i].width, imgs[i].height, 5, 4);
+		batch[i] = calloc(1, size);
+		single[i] = calloc(1, size);
+	}
+	cr_assert_eq(kiln_astc_encode_cpu(&p, src, batch, 3, st, pool), KILN_OK);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(st[i], KILN_OK);
+		cr_assert_eq(kiln_astc_encode_cpu(&p, &src[i], &single[i], 1, &st[i], NULL), KILN_OK);
+		cr_assert_eq(memcmp(batch[i], single[i], kiln_astc_bound(imgs[i].width, imgs[i].height, 5, 4)), 0,
+			     "surface %d", i);
+		free(batch[i]);
+		free(single[i]);
+		kiln_image_free(&imgs[i]);
+	}
+	kiln_pool_destroy(pool);
+}
+
+Test(astc_encode, bad_surfaces_fail_alone)
+{
+	uint8_t px[8 * 8 * 4] = {0};
+	uint8_t out0[64], out1[64], out2[64];
+	kiln_surface src[3] = {
+		{px, 8, 8, 32, 0},
+		{NULL, 8, 8, 32, 0},
+		{px, 8, 8, 16, 0}, /* stride shorter than a row */
+	};
+	uint8_t *dst[3] = {out0, out1, out2};
+	kiln_status st[3];
+	kiln_astc_params p;
+	kiln_astc_params_default(&p);
+	p.block_w = 4;
+	p.block_h = 4;
+	cr_assert_eq(kiln_astc_encode_cpu(&p, src, dst, 3, st, NULL), KILN_OK);
+	cr_expect_eq(st[0], KILN_OK);
+	cr_expect_eq(st[1], KILN_ERR_INVALID_ARG);
+	cr_expect_eq(st[2], KILN_ERR_INVALID_ARG);
+	p.block_w = 7;
+	cr_expect_eq(kiln_astc_encode_cpu(&p, src, dst, 3, st, NULL), KILN_ERR_INVALID_ARG);
+	cr_expect_eq(kiln_astc_bound(8, 8, 7, 4), 0);
+	cr_expect_eq(kiln_astc_bound(8, 8, 4, 4), 64);
+	cr_expect_eq(kiln_astc_bound(13, 11, 12, 10), 64);
+	uint8_t rgba[8 * 8 * 4];
+	cr_expect_eq(kiln_astc_decode(out0, 63, 8, 8, 4, 4, 0, rgba, 32), KILN_ERR_TRUNCATED);
+	cr_expect_eq(kiln_astc_decode(out0, 64, 8, 8, 4, 3, 0, rgba, 32), KILN_ERR_INVALID_ARG);
+}

@@ -1,0 +1,86 @@
+#!/bin/bash
+# End-to-end scaling on a GPU machine (issue 9): PNG files on local disk -> BC1 DDS on local
+# disk, through the real scheduler and workers, on 1..N GPUs, two ways: one worker using
+# all the GPUs, and one worker per GPU against one scheduler. Runs over the .bundle made
+# by tools/gpu-bundle.sh. Prints a markdown table; logs under $OUT.
+#   REPEAT=40 QUALITY=high tools/scale-bench.sh
+set -u
+export LD_LIBRARY_PATH="$PWD/.bundle/lib"
+K="$PWD/.bundle/bin/kiln"
+out=${OUT:-scale-logs}
+mkdir -p "$out"
+repeat=${REPEAT:-40}
+quality=${QUALITY:-high}
+ngpu=$(nvidia-smi -L | wc -l)
+work=/tmp/kiln-scale
+rm -rf "$work"
+mkdir -p "$work/in"
+# distinct names, so every output is its own file
+for r in $(seq 1 "$repeat"); do
+	for f in .bundle/data/kodak/*.png; do cp "$f" "$work/in/r${r}_$(basename "$f")"; done
+done
+n=$(ls "$work/in" | wc -l)
+mpix=$(awk -v n="$n" 'BEGIN { printf "%.1f", n * 768 * 512 / 1e6 }')
+echo "inputs: $n Kodak-size PNGs ($mpix Mpix), $(du -sh "$work/in" | cut -f1); GPUs: $ngpu; quality $quality"
+nvidia-smi --query-gpu=name --format=csv,noheader | head -1
+nproc
+
+gpulist() { seq -s, 0 $(($1 - 1)); }
+
+# kiln run: scheduler + one worker using the given devices, in one process
+run_one_worker() {
+	local devs=$1
+	rm -rf "$work/out"
+	local t0=$(date +%s.%N)
+	"$K" run -q --input "$work/in" --output "$work/out" --quality "$quality" --devices "$devs" \
+		>"$out/run-$devs.log" 2>&1 || echo "run $devs failed: $(tail -2 "$out/run-$devs.log")"
+	local t1=$(date +%s.%N)
+	echo "$t0 $t1"
+}
+
+# kiln scheduler + one kiln worker per GPU, kiln submit --wait
+run_worker_per_gpu() {
+	local g=$1
+	rm -rf "$work/out" "$work/state"
+	"$K" scheduler --listen tcp://127.0.0.1:27001 --http 127.0.0.1:27002 --state-dir "$work/state" \
+		>"$out/sched-$g.log" 2>&1 &
+	local sp=$!
+	sleep 0.5
+	local wp=()
+	for i in $(seq 0 $((g - 1))); do
+		"$K" worker --connect tcp://127.0.0.1:27001 --devices "$i" >"$out/worker-$g-$i.log" 2>&1 &
+		wp+=($!)
+	done
+	sleep 1
+	local t0=$(date +%s.%N)
+	"$K" submit --server http://127.0.0.1:27002 --input "$work/in" --output "$work/out" \
+		--quality "$quality" --wait >"$out/submit-$g.log" 2>&1 || echo "submit $g failed: $(tail -2 "$out/submit-$g.log")"
+	local t1=$(date +%s.%N)
+	kill "${wp[@]}" 2>/dev/null; wait "${wp[@]}" 2>/dev/null
+	kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null
+	echo "$t0 $t1"
+}
+
+row() { # mode gpus t0 t1 base_rate
+	awk -v m="$1" -v g="$2" -v t0="$3" -v t1="$4" -v n="$n" -v mp="$mpix" -v base="$5" 'BEGIN {
+		s = t1 - t0; r = n / s;
+		eff = base > 0 ? sprintf("%.0f%%", 100 * r / (base * g)) : "-";
+		printf "| %s | %s | %.2f | %.0f | %.0f | %s |\n", m, g, s, r, mp / s, eff }'
+}
+
+echo
+echo "| mode | GPUs | seconds | images/s | Mpix/s | efficiency vs 1 GPU |"
+echo "|---|---|---|---|---|---|"
+read t0 t1 < <(run_one_worker cpu)
+row "one worker, CPU only ($(nproc) threads)" 0 "$t0" "$t1" 0
+base=0
+for g in $(seq 1 "$ngpu"); do
+	read t0 t1 < <(run_one_worker "$(gpulist "$g")")
+	[ "$g" = 1 ] && base=$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN { print n / (b - a) }')
+	row "kiln run, one worker, all GPUs" "$g" "$t0" "$t1" "$base"
+done
+for g in $(seq 1 "$ngpu"); do
+	read t0 t1 < <(run_worker_per_gpu "$g")
+	row "scheduler + one worker per GPU" "$g" "$t0" "$t1" "$base"
+done
+ls "$work/out" | wc -l | xargs echo "outputs of the last run:"
