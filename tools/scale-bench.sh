@@ -3,7 +3,7 @@
 # disk, through the real scheduler and workers, on 1..N GPUs, two ways: one worker using
 # all the GPUs, and one worker per GPU against one scheduler. Runs over the .bundle made
 # by tools/gpu-bundle.sh. Prints a markdown table; logs under $OUT.
-#   REPEAT=40 QUALITY=high tools/scale-bench.sh
+#   REPEAT=40 QUALITY=high SKIP_CPU=1 tools/scale-bench.sh
 set -u
 export LD_LIBRARY_PATH="$PWD/.bundle/lib"
 K="$PWD/.bundle/bin/kiln"
@@ -71,8 +71,10 @@ row() { # mode gpus t0 t1 base_rate
 echo
 echo "| mode | GPUs | seconds | images/s | Mpix/s | efficiency vs 1 GPU |"
 echo "|---|---|---|---|---|---|"
-read t0 t1 < <(run_one_worker cpu)
-row "one worker, CPU only ($(nproc) threads)" 0 "$t0" "$t1" 0
+if [ "${SKIP_CPU:-0}" != 1 ]; then
+	read t0 t1 < <(run_one_worker cpu)
+	row "one worker, CPU only ($(nproc) threads)" 0 "$t0" "$t1" 0
+fi
 base=0
 for g in $(seq 1 "$ngpu"); do
 	read t0 t1 < <(run_one_worker "$(gpulist "$g")")
