@@ -1193,6 +1193,9 @@ Test(soak, a_thousand_workers_joining_and_leaving)
 			/* the base: once every worker has joined and the job is planned and running */
 			if (rss_base < 0 && now - t0 >= 30)
 				rss_base = kb;
+			if ((int)(now - t0) % 30 == 0)
+				FIGURE("soak: t=%.0f s scheduler RSS %ld MiB, %u shards answered\n", now - t0, kb / 1024,
+				       shards);
 			next_sample = now + 1;
 		}
 	}
