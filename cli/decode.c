@@ -1,5 +1,5 @@
-/* kiln decode: any texture kiln writes (DDS, KTX 2.0) back to a PNG, for inspection and
- * tests. Decoding runs on the CPU backend; --device is accepted for symmetry with encode. */
+/* kiln decode: any texture kiln writes (DDS, KTX 2.0, .astc) back to a PNG, for inspection
+ * and tests. Decoding runs on the CPU backend; --device is accepted for symmetry with encode. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,23 +9,26 @@
 #include "common/buf.h"
 #include "common/container.h"
 #include "common/png_io.h"
+#include "kernels/astc/astc.h"
 #include "kernels/bc1/bc1.h"
 #include "kernels/gpu.h"
 
 static const char usage_text[] =
 	"usage: kiln decode [OPTIONS] IN -o OUT.png\n"
 	"\n"
-	"Decode a texture written by kiln (DDS, KTX 2.0; BC1) to a PNG.\n"
+	"Decode a texture written by kiln (DDS, KTX 2.0, .astc; BC1, ASTC) to a PNG.\n"
 	"\n"
 	"options:\n"
 	"  --level N                     mip level to decode (default 0, the full size)\n"
+	"  --srgb                        the data is sRGB (for .astc files, which do not say;\n"
+	"                                KTX 2.0 and DDS files carry their colour space)\n"
 	"  --device auto|cpu|gpu|gpu:N   accepted; decoding runs on the CPU\n"
 	"  -o, --output OUT.png          output file (required)\n"
 	"  -h, --help                    this text\n"
 	"\n"
 	"exit status: 0 written, 2 usage error, 3 the input could not be decoded or written\n";
 
-enum { OPT_LEVEL = 256, OPT_DEVICE };
+enum { OPT_LEVEL = 256, OPT_DEVICE, OPT_SRGB };
 
 static kiln_status decode_level(const kiln_texture *tex, uint32_t level, kiln_image *img)
 {
@@ -41,6 +44,15 @@ static kiln_status decode_level(const kiln_texture *tex, uint32_t level, kiln_im
 		st = kiln_bc1_decode(lv->data, lv->size, lv->width, lv->height, img->has_alpha,
 				     img->pixels, img->stride);
 		break;
+	case KILN_TEXFMT_ASTC:
+		/* sRGB data decodes as astcenc -ds does: the 8-bit values stay sRGB-encoded */
+		st = kiln_astc_decode(lv->data, lv->size, lv->width, lv->height, tex->block_w, tex->block_h,
+				      tex->srgb, img->pixels, img->stride);
+		/* ASTC always carries alpha: the PNG gets it when a texel is not opaque */
+		for (uint32_t y = 0; y < lv->height && st == KILN_OK && !img->has_alpha; y++)
+			for (uint32_t x = 0; x < lv->width && !img->has_alpha; x++)
+				img->has_alpha = img->pixels[(size_t)y * img->stride + 4 * (size_t)x + 3] != 255;
+		break;
 	default:
 		st = KILN_ERR_UNSUPPORTED;
 	}
@@ -54,12 +66,14 @@ int cli_decode(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"level", required_argument, NULL, OPT_LEVEL},
 		{"device", required_argument, NULL, OPT_DEVICE},
+		{"srgb", no_argument, NULL, OPT_SRGB},
 		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
 		{0, 0, 0, 0},
 	};
 	const char *output = NULL;
 	long level = 0;
+	bool srgb = false;
 	kiln_device dev;
 	int c;
 	optind = 1;
@@ -75,6 +89,7 @@ int cli_decode(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			}
 			break;
+		case OPT_SRGB: srgb = true; break;
 		case 'o': output = optarg; break;
 		case 'h': fputs(usage_text, stdout); return CLI_EXIT_OK;
 		default:
@@ -103,6 +118,8 @@ int cli_decode(int argc, char **argv)
 		fprintf(stderr, "kiln decode: %s: not a texture kiln can read: %s\n", input, kiln_strerror(st));
 		goto fail;
 	}
+	if (srgb && kiln_container_detect(file.data, file.len) == KILN_CONTAINER_ASTC)
+		tex.srgb = true; /* .astc has no colour space: the caller knows it */
 	if ((uint32_t)level >= tex.num_levels) {
 		fprintf(stderr, "kiln decode: %s has %u levels; --level %ld does not exist\n", input,
 			tex.num_levels, level);

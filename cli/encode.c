@@ -1,4 +1,5 @@
-/* kiln encode: PNG files to BC1 textures in DDS or KTX 2.0, in batches, on the CPU or a GPU.
+/* kiln encode: PNG files to BC1 textures in DDS or KTX 2.0, or ASTC textures in .astc or
+ * KTX 2.0, in batches, on the CPU or a GPU (ASTC: the CPU only, for now).
  * A bad input is reported and skipped; the others are still written (exit code 1). */
 #include <getopt.h>
 #include <jansson.h>
@@ -13,6 +14,7 @@
 #include "common/fileio.h"
 #include "common/log.h"
 #include "common/png_io.h"
+#include "kernels/astc/astc.h"
 #include "kernels/texenc.h"
 
 #define MAX_PATH_LEN 4096
@@ -20,19 +22,23 @@
 static const char usage_text[] =
 	"usage: kiln encode [OPTIONS] INPUT.png... -o OUT\n"
 	"\n"
-	"Encode PNG images to BC1 (DXT1) textures. OUT is a file when there is one input\n"
+	"Encode PNG images to BC1 (DXT1) or ASTC textures. OUT is a file when there is one input\n"
 	"(and OUT is not an existing directory or does not end in '/'), otherwise a directory:\n"
 	"each output keeps its input's base name with the container's extension (a.png -> OUT/a.dds).\n"
 	"\n"
 	"options:\n"
-	"  --format bc1                  texture format (default bc1)\n"
+	"  --format bc1|astc             texture format (default bc1)\n"
+	"  --block WxH                   ASTC footprint: 4x4 5x4 5x5 6x5 6x6 8x5 8x6 8x8 10x5\n"
+	"                                10x6 10x8 10x10 12x10 12x12 (default 4x4)\n"
 	"  --quality fast|medium|high    encoder effort (default high)\n"
-	"  --container dds|ktx2          file container (default dds)\n"
+	"  --container dds|ktx2|astc     file container (default dds for bc1, astc for astc;\n"
+	"                                .astc holds one level: --mipmaps needs ktx2)\n"
 	"  --srgb | --linear             colour space (default: as the PNG says; sRGB unless it is marked linear)\n"
 	"  --mipmaps                     write the full mip chain down to 1x1\n"
 	"  --alpha-cutoff N              alpha below N becomes transparent (BC1 punch-through),\n"
 	"                                0 keeps everything opaque (default 128)\n"
-	"  --device auto|cpu|gpu|gpu:N   where to encode (default auto: the GPU when there is one)\n"
+	"  --device auto|cpu|gpu|gpu:N   where to encode (default auto: the GPU when there is one\n"
+	"                                and the format has a GPU backend; ASTC runs on the CPU)\n"
 	"  --batch N                     images per batch, 1..1024 (default 32)\n"
 	"  --threads N                   CPU threads (default: all cores)\n"
 	"  --max-pixels N                refuse inputs with more pixels (default 268435456)\n"
@@ -45,11 +51,13 @@ static const char usage_text[] =
 	"\n"
 	"examples:\n"
 	"  kiln encode --quality high --mipmaps photo.png -o photo.dds\n"
-	"  kiln encode --container ktx2 --srgb textures/*.png -o out/\n";
+	"  kiln encode --container ktx2 --srgb textures/*.png -o out/\n"
+	"  kiln encode --format astc --block 6x6 --quality medium photo.png -o photo.astc\n";
 
 typedef struct encode_args {
 	kiln_texenc_opts opts;
 	kiln_container container;
+	bool container_set, block_set;
 	kiln_device device;
 	long batch;
 	long threads;
@@ -72,12 +80,47 @@ typedef struct item_result {
 } item_result;
 
 enum { OPT_FORMAT = 256, OPT_QUALITY, OPT_CONTAINER, OPT_SRGB, OPT_LINEAR, OPT_MIPMAPS,
-       OPT_ALPHA, OPT_DEVICE, OPT_BATCH, OPT_THREADS, OPT_MAXPIX, OPT_JSON };
+       OPT_ALPHA, OPT_DEVICE, OPT_BATCH, OPT_THREADS, OPT_MAXPIX, OPT_JSON, OPT_BLOCK };
+
+/* "WxH", one of the ASTC footprints. */
+static bool parse_block(const char *arg, uint32_t *w, uint32_t *h)
+{
+	unsigned bw, bh;
+	char end;
+	if (sscanf(arg, "%2ux%2u%c", &bw, &bh, &end) != 2 || !kiln_astc_footprint_valid(bw, bh))
+		return false;
+	*w = bw;
+	*h = bh;
+	return true;
+}
+
+/* The checks that depend on several options, once all are read. */
+static int check_combination(encode_args *a)
+{
+	bool astc = a->opts.format == KILN_TEXFMT_ASTC;
+	if (!astc && a->block_set) {
+		fprintf(stderr, "kiln encode: --block is the ASTC footprint: give --format astc\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (!a->container_set)
+		a->container = astc ? KILN_CONTAINER_ASTC : KILN_CONTAINER_DDS;
+	if (astc ? a->container == KILN_CONTAINER_DDS : a->container == KILN_CONTAINER_ASTC) {
+		fprintf(stderr, "kiln encode: --container is %s for %s, not %s\n", astc ? "astc or ktx2" : "dds or ktx2",
+			astc ? "astc" : "bc1", kiln_container_ext(a->container));
+		return CLI_EXIT_USAGE;
+	}
+	if (a->opts.mipmaps && a->container == KILN_CONTAINER_ASTC) {
+		fprintf(stderr, "kiln encode: an .astc file holds one level: --mipmaps needs --container ktx2\n");
+		return CLI_EXIT_USAGE;
+	}
+	return CLI_EXIT_OK;
+}
 
 static int parse_args(int argc, char **argv, encode_args *a)
 {
 	static const struct option longopts[] = {
 		{"format", required_argument, NULL, OPT_FORMAT},
+		{"block", required_argument, NULL, OPT_BLOCK},
 		{"quality", required_argument, NULL, OPT_QUALITY},
 		{"container", required_argument, NULL, OPT_CONTAINER},
 		{"srgb", no_argument, NULL, OPT_SRGB},
@@ -107,11 +150,22 @@ static int parse_args(int argc, char **argv, encode_args *a)
 	while ((c = getopt_long(argc, argv, "qo:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_FORMAT:
-			if (strcmp(optarg, "bc1") != 0) {
-				fprintf(stderr, "kiln encode: unknown --format '%s' (supported: bc1)\n", optarg);
+			if (strcmp(optarg, "bc1") == 0) {
+				a->opts.format = KILN_TEXFMT_BC1_RGB;
+			} else if (strcmp(optarg, "astc") == 0) {
+				a->opts.format = KILN_TEXFMT_ASTC;
+			} else {
+				fprintf(stderr, "kiln encode: unknown --format '%s' (supported: bc1, astc)\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
-			a->opts.format = KILN_TEXFMT_BC1_RGB;
+			break;
+		case OPT_BLOCK:
+			if (!parse_block(optarg, &a->opts.block_w, &a->opts.block_h)) {
+				fprintf(stderr, "kiln encode: --block is an ASTC footprint such as 4x4, 6x6 or 12x12, not '%s'\n",
+					optarg);
+				return CLI_EXIT_USAGE;
+			}
+			a->block_set = true;
 			break;
 		case OPT_QUALITY:
 			if ((v = kiln_quality_parse(optarg)) < 0) {
@@ -122,11 +176,12 @@ static int parse_args(int argc, char **argv, encode_args *a)
 			break;
 		case OPT_CONTAINER:
 			v = kiln_container_parse(optarg);
-			if (v != KILN_CONTAINER_DDS && v != KILN_CONTAINER_KTX2) {
-				fprintf(stderr, "kiln encode: --container is dds or ktx2 for bc1, not '%s'\n", optarg);
+			if (v < 0) {
+				fprintf(stderr, "kiln encode: --container is dds, ktx2 or astc, not '%s'\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
 			a->container = (kiln_container)v;
+			a->container_set = true;
 			break;
 		case OPT_SRGB: a->opts.colorspace = KILN_COLORSPACE_SRGB; break;
 		case OPT_LINEAR: a->opts.colorspace = KILN_COLORSPACE_LINEAR; break;
@@ -173,7 +228,7 @@ static int parse_args(int argc, char **argv, encode_args *a)
 			a->ninputs == 0 ? "no input files" : "no output: give -o OUT");
 		return CLI_EXIT_USAGE;
 	}
-	return CLI_EXIT_OK;
+	return check_combination(a);
 }
 
 /* Output names for every input; two inputs that map to one name are a usage error
@@ -320,6 +375,13 @@ int cli_encode(int argc, char **argv)
 	if (rc != CLI_EXIT_OK)
 		goto fail;
 	rc = CLI_EXIT_FATAL;
+	bool gpu_format = kiln_texenc_gpu_supported(a.opts.format);
+	if (!gpu_format && a.device.kind == KILN_DEVICE_GPU) {
+		fprintf(stderr, "kiln encode: ASTC has no GPU backend yet: use --device cpu (or auto)\n");
+		goto fail;
+	}
+	if (!gpu_format)
+		a.device.kind = KILN_DEVICE_CPU; /* auto: the only backend there is */
 	kiln_status st = kiln_device_resolve(&a.device, &dev);
 	if (st != KILN_OK) {
 		fprintf(stderr, "kiln encode: --device: %s (%d GPUs found%s)\n", kiln_strerror(st),

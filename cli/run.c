@@ -202,6 +202,8 @@ static int parse_args(int argc, char **argv, run_args *a, char *devices_buf, siz
 	}
 	size_t n = json_array_size(a->inputs);
 	json_object_set(a->spec, "input", n == 1 ? json_array_get(a->inputs, 0) : a->inputs);
+	/* the summary reports the outputs' mean PSNR: the worker measures it when asked */
+	json_object_set_new(a->spec, "measure_psnr", json_true());
 	return CLI_EXIT_OK;
 }
 
@@ -285,6 +287,14 @@ static void report(const run_args *a, const json_t *job, json_t *failures, doubl
 		printf(" in, ");
 		print_bytes(stdout, json_number_value(json_object_get(job, "bytes_out")));
 		printf(" out) in %.1f s\n", seconds);
+		/* throughput in pixels encoded (level 0) and the quality of the textures */
+		const json_t *psnr = json_object_get(job, "psnr_mean_db");
+		printf("kiln run: %.1f Mpix, %.1f Mpix/s", json_number_value(json_object_get(job, "mpix")),
+		       json_number_value(json_object_get(job, "mpix_per_s")));
+		if (json_is_number(psnr))
+			printf(", mean PSNR %.2f dB\n", json_number_value(psnr));
+		else
+			printf(", mean PSNR n/a\n");
 	} else {
 		const char *err = json_string_value(json_object_get(job, "error"));
 		printf("kiln run: the job could not run: %s\n", err ? err : state ? state : "unknown");
@@ -316,6 +326,15 @@ int cli_run(int argc, char **argv)
 	rc = parse_args(argc, argv, &a, devices_buf, sizeof devices_buf);
 	if (rc != CLI_EXIT_OK) {
 		rc = rc < 0 ? CLI_EXIT_OK : rc;
+		goto fail;
+	}
+	/* the worker encodes ASTC on its CPU pool whatever its devices; asking for a GPU by
+	 * name for it is a mistake worth saying */
+	const char *format = json_string_value(json_object_get(a.spec, "format"));
+	if (format && strcmp(format, "astc") == 0 && strcmp(a.devices, "all") != 0 &&
+	    strcmp(a.devices, "cpu") != 0) {
+		fprintf(stderr, "kiln run: ASTC has no GPU backend yet: use --device cpu (or auto)\n");
+		rc = CLI_EXIT_FATAL;
 		goto fail;
 	}
 	/* from here a signal ends the run through the clean-up below, which removes the

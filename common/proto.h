@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/buf.h"
 #include "common/error.h"
@@ -46,5 +47,26 @@ json_t *kiln_proto_new(kiln_msg_type type);
 /* Serialises msg (compact) into out, replacing its contents; refuses messages that fail
  * validation or exceed KILN_PROTO_MAX_FRAME. */
 kiln_status kiln_proto_encode(const json_t *msg, kiln_buf *out);
+
+/* ---- Writing JSON as text, for messages and records built at a high rate ----
+ * The dispatcher writes shard and ack frames and journal records straight into a reused
+ * buffer instead of building jansson objects and dumping them: the objects' allocations
+ * and the dump were most of its CPU per shard. The text is what json_dumps(JSON_COMPACT)
+ * would write for the same content, so peers and the journal's replay see no difference.
+ * Every function appends to out and fails with KILN_ERR_TOO_LARGE past out's cap. */
+
+/* s (len bytes) as a quoted JSON string, escaped as jansson escapes it: '"', '\\' and
+ * control characters (\b \f \n \r \t, the others \u00XX; a NUL byte is \u0000);
+ * '/' and non-ASCII are written as they are. KILN_ERR_CORRUPT when s is not valid UTF-8
+ * (overlong forms, surrogates and code points past U+10FFFF included), which JSON cannot
+ * carry; out is then left as it was. */
+kiln_status kiln_json_put_string(kiln_buf *out, const char *s, size_t len);
+/* text as it is (the caller's JSON punctuation and keys). */
+kiln_status kiln_json_put_raw(kiln_buf *out, const char *text);
+kiln_status kiln_json_put_uint(kiln_buf *out, uint64_t v);
+kiln_status kiln_json_put_int(kiln_buf *out, int64_t v);
+
+/* A complete `ack` frame for shard, replacing out's contents. */
+kiln_status kiln_proto_write_ack(kiln_buf *out, const char *shard);
 
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "kernels/astc/astc.h"
 #include "kernels/bc1/bc1.h"
 #include "kernels/mip/mip.h"
 
@@ -94,6 +95,8 @@ void kiln_texenc_opts_default(kiln_texenc_opts *opts)
 	opts->format = KILN_TEXFMT_BC1_RGB;
 	opts->quality = KILN_QUALITY_HIGH;
 	opts->alpha_cutoff = 128;
+	opts->block_w = 4;
+	opts->block_h = 4;
 	opts->mipmaps = false;
 	opts->colorspace = KILN_COLORSPACE_AUTO;
 }
@@ -103,10 +106,24 @@ static size_t align_up(size_t v)
 	return (v + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
 }
 
+bool kiln_texenc_gpu_supported(kiln_texfmt format)
+{
+	return format == KILN_TEXFMT_BC1_RGB || format == KILN_TEXFMT_BC1_RGBA;
+}
+
+static bool is_astc(const kiln_texenc *enc)
+{
+	return enc->opts.format == KILN_TEXFMT_ASTC;
+}
+
 static kiln_status check_opts(const kiln_texenc_opts *opts)
 {
-	if (opts->format != KILN_TEXFMT_BC1_RGB && opts->format != KILN_TEXFMT_BC1_RGBA)
+	if (opts->format == KILN_TEXFMT_ASTC) {
+		if (!kiln_astc_footprint_valid(opts->block_w, opts->block_h))
+			return KILN_ERR_INVALID_ARG;
+	} else if (opts->format != KILN_TEXFMT_BC1_RGB && opts->format != KILN_TEXFMT_BC1_RGBA) {
 		return KILN_ERR_UNSUPPORTED;
+	}
 	if (opts->alpha_cutoff < 0 || opts->alpha_cutoff > 255 ||
 	    (unsigned)opts->quality > KILN_QUALITY_HIGH)
 		return KILN_ERR_INVALID_ARG;
@@ -196,9 +213,14 @@ static kiln_status plan_texture(const kiln_texenc *enc, const kiln_image *img, k
 	kiln_status st = kiln_image_check_size(img->width, img->height, NULL);
 	if (st != KILN_OK)
 		return st;
-	bool alpha = img->has_alpha && enc->opts.alpha_cutoff > 0;
-	st = kiln_texture_init(tex, alpha ? KILN_TEXFMT_BC1_RGBA : KILN_TEXFMT_BC1_RGB, 4, 4,
-			       image_srgb(enc, img));
+	if (is_astc(enc)) {
+		st = kiln_texture_init(tex, KILN_TEXFMT_ASTC, enc->opts.block_w, enc->opts.block_h,
+				       image_srgb(enc, img));
+	} else {
+		bool alpha = img->has_alpha && enc->opts.alpha_cutoff > 0;
+		st = kiln_texture_init(tex, alpha ? KILN_TEXFMT_BC1_RGBA : KILN_TEXFMT_BC1_RGB, 4, 4,
+				       image_srgb(enc, img));
+	}
 	if (st != KILN_OK)
 		return st;
 	tex->num_levels = enc->opts.mipmaps ? kiln_mip_count(img->width, img->height) : 1;
@@ -206,7 +228,9 @@ static kiln_status plan_texture(const kiln_texenc *enc, const kiln_image *img, k
 		kiln_level *lv = &tex->levels[l];
 		lv->width = img->width >> l ? img->width >> l : 1;
 		lv->height = img->height >> l ? img->height >> l : 1;
-		lv->size = kiln_bc1_bound(lv->width, lv->height);
+		lv->size = kiln_texture_level_size(tex, lv->width, lv->height);
+		if (lv->size == 0)
+			return KILN_ERR_OVERFLOW;
 	}
 	return KILN_OK;
 }
@@ -221,8 +245,8 @@ static void plan_free(batch_plan *plan)
 
 /* Lays out every level of every accepted image: base levels first (so one contiguous
  * upload covers them), then the generated levels; output blocks in the same order. */
-static kiln_status plan_batch(const kiln_texture *tex, const kiln_status *status, size_t count,
-			      batch_plan *plan)
+static kiln_status plan_batch(const kiln_texture *tex, const kiln_image *images,
+			      const kiln_status *status, size_t count, batch_plan *plan)
 {
 	memset(plan, 0, sizeof *plan);
 	size_t nlevels = 0, nchains = 0;
@@ -254,7 +278,9 @@ static kiln_status plan_batch(const kiln_texture *tex, const kiln_status *status
 				p->surface.width = lv->width;
 				p->surface.height = lv->height;
 				p->surface.stride = lv->width * 4;
-				p->surface.has_alpha = tex[i].format == KILN_TEXFMT_BC1_RGBA;
+				/* BC1 keeps alpha only as punch-through; ASTC keeps the channel */
+				p->surface.has_alpha = tex[i].format == KILN_TEXFMT_BC1_RGBA ||
+						       (tex[i].format == KILN_TEXFMT_ASTC && images[i].has_alpha);
 				p->pixel_offset = pix;
 				p->block_offset = blk;
 				size_t bytes;
@@ -377,6 +403,37 @@ static void bc1_params_of(const kiln_texenc *enc, kiln_bc1_params *params)
 	params->alpha_cutoff = enc->opts.alpha_cutoff;
 }
 
+/* Encodes the levels of the batch whose texture has the given colour space (ASTC scores
+ * sRGB and linear texels differently, and takes one colour space per call). */
+static kiln_status astc_encode_subset(kiln_astc_params *params, const batch_plan *plan,
+				      const kiln_texture *tex, level_arrays *la, bool srgb,
+				      kiln_pool *pool)
+{
+	level_arrays sub = {
+		kiln_calloc(plan->nlevels, sizeof *sub.src),
+		kiln_calloc(plan->nlevels, sizeof *sub.dst),
+		kiln_calloc(plan->nlevels, sizeof *sub.status),
+	};
+	if (!sub.src || !sub.dst || !sub.status) {
+		level_arrays_free(&sub);
+		return KILN_ERR_NOMEM;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < plan->nlevels; i++)
+		if (tex[plan->levels[i].image].srgb == srgb) {
+			sub.src[n] = la->src[i];
+			sub.dst[n] = la->dst[i];
+			n++;
+		}
+	kiln_status st = kiln_astc_encode_cpu(params, sub.src, sub.dst, n, sub.status, pool);
+	n = 0;
+	for (size_t i = 0; i < plan->nlevels && st == KILN_OK; i++)
+		if (tex[plan->levels[i].image].srgb == srgb)
+			la->status[i] = sub.status[n++];
+	level_arrays_free(&sub);
+	return st;
+}
+
 static kiln_status run_cpu(kiln_texenc *enc, const kiln_image *images, size_t count,
 			   batch_plan *plan, kiln_texture *tex, kiln_status *status)
 {
@@ -397,9 +454,31 @@ static kiln_status run_cpu(kiln_texenc *enc, const kiln_image *images, size_t co
 	level_arrays la;
 	if ((st = level_arrays_make(plan, blocks, &la)) != KILN_OK)
 		goto fail;
-	kiln_bc1_params params;
-	bc1_params_of(enc, &params);
-	st = kiln_bc1_encode_cpu(&params, la.src, la.dst, plan->nlevels, la.status, enc->pool);
+	if (is_astc(enc)) {
+		kiln_astc_params params;
+		kiln_astc_params_default(&params);
+		params.quality = enc->opts.quality;
+		params.block_w = enc->opts.block_w;
+		params.block_h = enc->opts.block_h;
+		/* one colour space per batch is all the codec takes: split by it */
+		for (int srgb = 0; srgb < 2 && st == KILN_OK; srgb++) {
+			params.srgb = srgb;
+			size_t n = 0;
+			for (size_t i = 0; i < plan->nlevels; i++)
+				if (tex[plan->levels[i].image].srgb == (srgb != 0))
+					n++;
+			if (n == plan->nlevels) { /* the usual case: no copies */
+				st = kiln_astc_encode_cpu(&params, la.src, la.dst, n, la.status, enc->pool);
+				break;
+			}
+			if (n)
+				st = astc_encode_subset(&params, plan, tex, &la, srgb != 0, enc->pool);
+		}
+	} else {
+		kiln_bc1_params params;
+		bc1_params_of(enc, &params);
+		st = kiln_bc1_encode_cpu(&params, la.src, la.dst, plan->nlevels, la.status, enc->pool);
+	}
 	if (st == KILN_OK) {
 		merge_level_status(plan, &la, status);
 		collect_output(plan, blocks, tex, status);
@@ -444,6 +523,10 @@ static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image 
 {
 	gpu_buffers *g = &s->gpu;
 	batch_plan *plan = &s->plan;
+	if (!kiln_texenc_gpu_supported(enc->opts.format)) {
+		snprintf(s->error, sizeof s->error, "ASTC has no GPU backend yet: encode it on the CPU");
+		return KILN_ERR_UNSUPPORTED;
+	}
 	kiln_status st = gpu_step(s, kiln_gpu_use(enc->device.index), "select device");
 	if (st != KILN_OK)
 		return st;
@@ -592,7 +675,7 @@ kiln_status kiln_texenc_submit(kiln_texenc *enc, const kiln_image *images, size_
 		memset(&s->tex[i], 0, sizeof s->tex[i]);
 		s->status[i] = plan_texture(enc, &images[i], &s->tex[i]);
 	}
-	kiln_status st = plan_batch(s->tex, s->status, count, &s->plan);
+	kiln_status st = plan_batch(s->tex, images, s->status, count, &s->plan);
 	if (st == KILN_OK && s->plan.nlevels == 0) {
 		/* every image was refused: nothing to run */
 	} else if (st == KILN_OK && enc->device.kind == KILN_DEVICE_GPU) {

@@ -25,14 +25,21 @@ typedef enum kiln_colorspace {
 } kiln_colorspace;
 
 typedef struct kiln_texenc_opts {
-	kiln_texfmt format;       /* KILN_TEXFMT_BC1_RGB (RGBA is chosen per image with alpha) */
+	kiln_texfmt format;       /* KILN_TEXFMT_BC1_RGB (RGBA is chosen per image with alpha)
+				   * or KILN_TEXFMT_ASTC */
 	kiln_quality quality;
 	int alpha_cutoff;         /* BC1 punch-through threshold; 0 disables */
+	uint32_t block_w, block_h; /* ASTC footprint, one of the 14 2D ones (default 4x4) */
 	bool mipmaps;             /* full chain down to 1x1 */
 	kiln_colorspace colorspace;
 } kiln_texenc_opts;
 
 void kiln_texenc_opts_default(kiln_texenc_opts *opts);
+
+/* Whether a format has a GPU backend. One without runs only on the CPU: a texenc on a GPU
+ * fails each of its batches with KILN_ERR_UNSUPPORTED, so callers that choose the device
+ * (`--device auto`, the worker) pick the CPU for it. */
+bool kiln_texenc_gpu_supported(kiln_texfmt format);
 
 typedef struct kiln_texenc kiln_texenc;
 

@@ -111,6 +111,15 @@ static kiln_status send_to(kiln_dispatch *d, worker *w, json_t *msg)
 	return KILN_OK;
 }
 
+/* Sends the frame already in d->out. */
+static kiln_status send_out(kiln_dispatch *d, const uint8_t *ident, size_t len)
+{
+	if (zmq_send(d->sock, ident, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+	    zmq_send(d->sock, d->out.data, d->out.len, ZMQ_DONTWAIT) < 0)
+		return KILN_ERR_IO;
+	return KILN_OK;
+}
+
 static void send_ident(kiln_dispatch *d, const uint8_t *ident, size_t len, json_t *msg)
 {
 	worker tmp = {.ident_len = len};
@@ -272,10 +281,10 @@ static void flush_results(kiln_dispatch *d)
 			d->stats.stale_results++;
 			pthread_mutex_unlock(&d->stats_lock);
 		}
-		json_t *ack = kiln_proto_new(KILN_MSG_ACK);
-		if (ack)
-			json_object_set_new(ack, "shard", json_string(shard));
-		send_ident(d, p->ident, p->ident_len, ack);
+		/* written as text: the shard id is the validated string the worker sent */
+		if (kiln_proto_write_ack(&d->out, shard) == KILN_OK &&
+		    send_out(d, p->ident, p->ident_len) == KILN_OK && w)
+			w->last_sent = now_s();
 		json_decref(p->msg);
 	}
 }
@@ -444,10 +453,18 @@ static void dispatch_shards(kiln_dispatch *d)
 	worker *w;
 	while ((w = least_loaded(d))) {
 		kiln_lease lease;
-		json_t *msg;
-		kiln_status st = kiln_jobs_next_shard(d->jobs, w->codecs, &lease, &msg);
+		kiln_status st = kiln_jobs_next_shard_text(d->jobs, w->codecs, &lease, &d->out);
 		if (st != KILN_OK) {
-			w->idle = true;  /* nothing for its codecs; others may still get work */
+			/* nothing for its codecs (others may still get work), or a shard that could
+			 * not be written, whose lease kiln_jobs has already released */
+			if (st != KILN_ERR_NOT_FOUND) {
+				KILN_WARN("could not write a shard message", "worker=%s error=\"%s\"", w->name,
+					  kiln_strerror(st));
+				pthread_mutex_lock(&d->stats_lock);
+				d->stats.leases_lost++;
+				pthread_mutex_unlock(&d->stats_lock);
+			}
+			w->idle = true;
 			continue;
 		}
 		lease_rec *rec = &w->leases[w->nleases++];
@@ -455,14 +472,13 @@ static void dispatch_shards(kiln_dispatch *d)
 		kiln_jobs_format_id(lease.job, lease.shard, rec->shard, sizeof rec->shard);
 		rec->sent = now_s();
 		rec->deadline = rec->sent + d->cfg.lease_ms / 1000.0;
-		st = send_to(d, w, msg);
+		st = send_out(d, w->ident, w->ident_len);
 		if (st != KILN_OK) {
-			lose_lease(d, w, w->nleases - 1,
-				   st == KILN_ERR_TOO_LARGE ? "shard message over the 1 MiB frame cap (lower shard_size)"
-							    : "could not send the shard");
+			lose_lease(d, w, w->nleases - 1, "could not send the shard");
 			w->idle = true;
 			continue;
 		}
+		w->last_sent = rec->sent;
 		pthread_mutex_lock(&d->stats_lock);
 		d->stats.shards_sent++;
 		pthread_mutex_unlock(&d->stats_lock);

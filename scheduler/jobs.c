@@ -5,7 +5,9 @@
  *   {"t":"items","job":N,"items":[[input,output],[input,null,error],...]}   (chunks)
  *   {"t":"planned","job":N}            the job's items are complete: only now it exists
  *   {"t":"result","job":N,"ok":[id,...],"err":[[id,attempts,error],...],
- *    "bytes_in":B,"bytes_out":B}
+ *    "bytes_in":B,"bytes_out":B[,"psnr_sum":S,"psnr_n":N][,"pixels":P]}
+ *      (psnr_sum: the sum of the reported PSNRs of ok items, in centi-dB, psnr_n how many;
+ *      pixels: the sum of their reported pixel counts; each written only when not zero)
  *   {"t":"cancel","job":N}   {"t":"retry","job":N}
  * A live change builds its record, commits it (fsync), and then applies the record with
  * the same function replay uses, so what is in memory is always what replay would rebuild.
@@ -20,6 +22,7 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/storage.h"
@@ -61,8 +64,13 @@ typedef struct job {
 	size_t count[IT_STATES];
 	size_t shards_leased;
 	uint64_t bytes_in, bytes_out;
+	int64_t psnr_sum;           /* centi-dB, over the psnr_n ok items that reported one */
+	uint64_t psnr_n;
+	uint64_t pixels;            /* reported by workers for ok items (level 0, width x height) */
 	double t_start, t_end;      /* monotonic: first dispatch in this process, last item */
 	size_t ended_at_start;
+	uint64_t pixels_at_start;
+	char *options_text;         /* spec.options as compact JSON, for shard messages; lazy */
 } job;
 
 struct kiln_jobs {
@@ -76,6 +84,11 @@ struct kiln_jobs {
 	uint64_t lease_base;  /* next_lease at open: leases below it were handed out by an earlier run */
 	uint32_t *cancelled;
 	size_t ncancelled, cancelled_cap;
+	/* dispatch side, reused from call to call (under the lock): result records as text,
+	 * and the outcomes of one batch of results until they are durable and applied */
+	kiln_buf records;
+	struct outcome *outcomes;
+	size_t outcomes_cap;
 	void (*wakeup)(void *ctx);
 	void *wakeup_ctx;
 };
@@ -141,6 +154,7 @@ static void job_free(job *j)
 	free(j->queue);
 	kiln_plan_destroy(j->plan);
 	kiln_job_spec_free(&j->spec);
+	free(j->options_text);
 	free(j->idem);
 	free(j->error);
 	free(j);
@@ -326,36 +340,63 @@ static kiln_status emit_job(const job *j, put_fn put, void *target)
 	return st;
 }
 
+/* One item's outcome from a "result" record; live results and replay both apply records
+ * through these, so what is in memory is what replay rebuilds. */
+static void apply_ok(job *j, json_int_t id)
+{
+	if (id >= 0 && (size_t)id < j->nitems && j->items[id].state != IT_DONE) {
+		free(j->items[id].error);
+		j->items[id].error = NULL;
+		set_item_state(j, &j->items[id], IT_DONE);
+	}
+}
+
+static void apply_err(job *j, json_int_t id, json_int_t attempts, const char *msg)
+{
+	if (id < 0 || (size_t)id >= j->nitems || j->items[id].state == IT_DONE)
+		return;
+	job_item *it = &j->items[id];
+	it->attempts = (uint8_t)(attempts > 255 ? 255 : attempts < 0 ? 0 : attempts);
+	if (it->attempts >= j->spec.max_attempts) {
+		free(it->error);
+		it->error = kiln_strdup(msg ? msg : "failed");
+		set_item_state(j, it, IT_FAILED);
+	} else if (it->state != IT_IN_FLIGHT) {
+		set_item_state(j, it, IT_PENDING);
+	}
+}
+
+/* The totals of a record (each 0 when absent). */
+typedef struct totals {
+	uint64_t bytes_in, bytes_out;
+	int64_t psnr_sum;
+	uint64_t psnr_n, pixels;
+} totals;
+
+static void apply_totals(job *j, const totals *t)
+{
+	j->bytes_in += t->bytes_in;
+	j->bytes_out += t->bytes_out;
+	j->psnr_sum += t->psnr_sum;
+	j->psnr_n += t->psnr_n;
+	j->pixels += t->pixels;
+}
+
 static void apply_result(job *j, const json_t *rec)
 {
 	size_t i;
 	const json_t *e;
-	json_array_foreach(json_object_get(rec, "ok"), i, e) {
-		json_int_t id = json_integer_value(e);
-		if (id >= 0 && (size_t)id < j->nitems && j->items[id].state != IT_DONE) {
-			free(j->items[id].error);
-			j->items[id].error = NULL;
-			set_item_state(j, &j->items[id], IT_DONE);
-		}
-	}
-	json_array_foreach(json_object_get(rec, "err"), i, e) {
-		json_int_t id = json_integer_value(json_array_get(e, 0));
-		json_int_t attempts = json_integer_value(json_array_get(e, 1));
-		const char *msg = json_string_value(json_array_get(e, 2));
-		if (id < 0 || (size_t)id >= j->nitems || j->items[id].state == IT_DONE)
-			continue;
-		job_item *it = &j->items[id];
-		it->attempts = (uint8_t)(attempts > 255 ? 255 : attempts < 0 ? 0 : attempts);
-		if (it->attempts >= j->spec.max_attempts) {
-			free(it->error);
-			it->error = kiln_strdup(msg ? msg : "failed");
-			set_item_state(j, it, IT_FAILED);
-		} else if (it->state != IT_IN_FLIGHT) {
-			set_item_state(j, it, IT_PENDING);
-		}
-	}
-	j->bytes_in += (uint64_t)json_integer_value(json_object_get(rec, "bytes_in"));
-	j->bytes_out += (uint64_t)json_integer_value(json_object_get(rec, "bytes_out"));
+	json_array_foreach(json_object_get(rec, "ok"), i, e)
+		apply_ok(j, json_integer_value(e));
+	json_array_foreach(json_object_get(rec, "err"), i, e)
+		apply_err(j, json_integer_value(json_array_get(e, 0)), json_integer_value(json_array_get(e, 1)),
+			  json_string_value(json_array_get(e, 2)));
+	totals t = {(uint64_t)json_integer_value(json_object_get(rec, "bytes_in")),
+		    (uint64_t)json_integer_value(json_object_get(rec, "bytes_out")),
+		    (int64_t)json_integer_value(json_object_get(rec, "psnr_sum")),
+		    (uint64_t)json_integer_value(json_object_get(rec, "psnr_n")),
+		    (uint64_t)json_integer_value(json_object_get(rec, "pixels"))};
+	apply_totals(j, &t);
 }
 
 static void apply_cancel(kiln_jobs *js, job *j, bool announce)
@@ -499,6 +540,12 @@ static kiln_status dump_job(const job *j, kiln_journal_sink *sink)
 		if (rec && ok && err && first == 0) {
 			json_object_set_new(rec, "bytes_in", json_integer((json_int_t)j->bytes_in));
 			json_object_set_new(rec, "bytes_out", json_integer((json_int_t)j->bytes_out));
+			if (j->psnr_n) {
+				json_object_set_new(rec, "psnr_sum", json_integer((json_int_t)j->psnr_sum));
+				json_object_set_new(rec, "psnr_n", json_integer((json_int_t)j->psnr_n));
+			}
+			if (j->pixels)
+				json_object_set_new(rec, "pixels", json_integer((json_int_t)j->pixels));
 		}
 		json_object_set_new(rec, "ok", ok);
 		json_object_set_new(rec, "err", err);
@@ -562,6 +609,7 @@ kiln_status kiln_jobs_open(const kiln_jobs_config *cfg, kiln_jobs **out)
 	if (!js)
 		return KILN_ERR_NOMEM;
 	pthread_mutex_init(&js->lock, NULL);
+	kiln_buf_init(&js->records, KILN_JOURNAL_MAX_LINE);
 	js->cfg = *cfg;
 	js->cfg.state_dir = NULL;  /* not kept: the caller's string */
 	if (!js->cfg.lease_ms)
@@ -608,6 +656,8 @@ void kiln_jobs_close(kiln_jobs *js)
 		job_free(js->jobs[n]);
 	free(js->jobs);
 	free(js->cancelled);
+	kiln_buf_free(&js->records);
+	free(js->outcomes);
 	kiln_journal_close(js->journal);
 	pthread_mutex_destroy(&js->lock);
 	free(js);
@@ -637,11 +687,13 @@ static json_t *job_view(const job *j, bool with_spec)
 	kiln_job_state state = job_state(j);
 	size_t open = j->count[IT_PENDING] + j->count[IT_IN_FLIGHT];
 	size_t ended = j->count[IT_DONE] + j->count[IT_FAILED];
-	double rate = 0;
+	double rate = 0, mpix_rate = 0;
 	if (j->started) {
 		double elapsed = (j->t_end ? j->t_end : mono_now()) - j->t_start;
-		if (elapsed > 0)
+		if (elapsed > 0) {
 			rate = (double)(ended - j->ended_at_start) / elapsed;
+			mpix_rate = (double)(j->pixels - j->pixels_at_start) / 1e6 / elapsed;
+		}
 	}
 	char created[32];
 	time_t t = (time_t)j->created;
@@ -662,6 +714,12 @@ static json_t *job_view(const job *j, bool with_spec)
 		json_object_set_new(v, "eta_s", json_real((double)open / rate));
 	else
 		json_object_set_new(v, "eta_s", json_null());
+	/* quality and throughput, from what workers reported for ok items (PSNR only with
+	 * measure_psnr; pixels only from workers that report them) */
+	json_object_set_new(v, "psnr_mean_db",
+			    j->psnr_n ? json_real((double)j->psnr_sum / (double)j->psnr_n / 100.0) : json_null());
+	json_object_set_new(v, "mpix", json_real((double)j->pixels / 1e6));
+	json_object_set_new(v, "mpix_per_s", json_real(mpix_rate));
 	if (j->error)
 		json_object_set_new(v, "error", json_string(j->error));
 	if (with_spec)
@@ -914,43 +972,53 @@ static bool codec_ok(const json_t *codecs, const char *format)
 	return false;
 }
 
-static json_t *shard_message(const kiln_jobs *js, const job *j, uint32_t idx)
+/* The `shard` message, written as text into out (what json_dumps would make of the
+ * message object, without building one: that and its dump were a third of the
+ * dispatcher's CPU per shard). The scheduler wrote it from validated state, so it is not
+ * parsed back to be validated. KILN_ERR_TOO_LARGE over the frame cap, KILN_ERR_CORRUPT
+ * for a name that is not UTF-8. Called with the lock held. */
+static kiln_status shard_text(const kiln_jobs *js, job *j, uint32_t idx, kiln_buf *out)
 {
 	const shard *s = &j->shards[idx];
 	const kiln_plan_item *pi = kiln_plan_items(j->plan);
-	char sid[32];
-	kiln_jobs_format_id(j->num, idx, sid, sizeof sid);
-	json_t *msg = kiln_proto_new(KILN_MSG_SHARD), *items = json_array();
-	if (!msg || !items)
-		goto fail;
-	json_object_set_new(msg, "job", json_string(j->id));
-	json_object_set_new(msg, "shard", json_string(sid));
-	json_object_set_new(msg, "lease", json_integer((json_int_t)s->lease));
-	json_object_set_new(msg, "lease_ms", json_integer((json_int_t)js->cfg.lease_ms));
-	json_object_set(msg, "options", j->spec.options);
-	/* built without json_pack: parsing its format string for every item showed in the
-	 * dispatcher's profile at thousands of shards a second */
-	for (uint32_t i = s->first; i < s->first + s->count; i++) {
+	if (!j->options_text && !(j->options_text = json_dumps(j->spec.options, JSON_COMPACT)))
+		return KILN_ERR_NOMEM;
+	char head[160];
+	int n = snprintf(head, sizeof head, "{\"v\":%d,\"type\":\"shard\",\"job\":\"%s\",\"shard\":\"j%u.s%u\","
+					    "\"lease\":%llu,\"lease_ms\":%u,\"options\":",
+			 KILN_PROTO_VERSION, j->id, j->num, idx, (unsigned long long)s->lease, js->cfg.lease_ms);
+	kiln_buf_reset(out);
+	kiln_status st = n > 0 && (size_t)n < sizeof head ? kiln_buf_append(out, head, (size_t)n) : KILN_ERR_NOMEM;
+	if (st == KILN_OK)
+		st = kiln_json_put_raw(out, j->options_text);
+	if (st == KILN_OK)
+		st = kiln_json_put_raw(out, ",\"items\":[");
+	bool first = true;
+	for (uint32_t i = s->first; i < s->first + s->count && st == KILN_OK; i++) {
 		if (j->items[i].state != IT_IN_FLIGHT)
 			continue;
-		json_t *it = json_object();
-		if (!it || json_array_append_new(items, it) != 0 ||
-		    json_object_set_new_nocheck(it, "id", json_integer((json_int_t)i)) != 0 ||
-		    json_object_set_new_nocheck(it, "input", json_string(pi[i].input)) != 0 ||
-		    json_object_set_new_nocheck(it, "output", json_string(pi[i].output)) != 0)
-			goto fail;
+		st = kiln_json_put_raw(out, first ? "{\"id\":" : ",{\"id\":");
+		first = false;
+		if (st == KILN_OK)
+			st = kiln_json_put_uint(out, i);
+		if (st == KILN_OK)
+			st = kiln_json_put_raw(out, ",\"input\":");
+		if (st == KILN_OK)
+			st = kiln_json_put_string(out, pi[i].input, strlen(pi[i].input));
+		if (st == KILN_OK)
+			st = kiln_json_put_raw(out, ",\"output\":");
+		if (st == KILN_OK)
+			st = kiln_json_put_string(out, pi[i].output, strlen(pi[i].output));
+		if (st == KILN_OK)
+			st = kiln_buf_append(out, "}", 1);
 	}
-	json_object_set_new(msg, "items", items);
-	return msg;
-fail:
-	json_decref(items);
-	json_decref(msg);
-	return NULL;
+	if (st == KILN_OK)
+		st = kiln_json_put_raw(out, "]}");
+	return st;
 }
 
-kiln_status kiln_jobs_next_shard(kiln_jobs *js, const json_t *codecs, kiln_lease *lease, json_t **msg)
+kiln_status kiln_jobs_next_shard_text(kiln_jobs *js, const json_t *codecs, kiln_lease *lease, kiln_buf *out)
 {
-	*msg = NULL;
 	kiln_status st = KILN_ERR_NOT_FOUND;
 	pthread_mutex_lock(&js->lock);
 	for (size_t n = js->first_active; n < js->njobs && st == KILN_ERR_NOT_FOUND; n++) {
@@ -980,15 +1048,33 @@ kiln_status kiln_jobs_next_shard(kiln_jobs *js, const json_t *codecs, kiln_lease
 				j->started = true;
 				j->t_start = mono_now();
 				j->ended_at_start = j->count[IT_DONE] + j->count[IT_FAILED];
+				j->pixels_at_start = j->pixels;
 			}
 			*lease = (kiln_lease){j->num, idx, s->lease};
-			*msg = shard_message(js, j, idx);
-			st = *msg ? KILN_OK : KILN_ERR_NOMEM;
+			st = shard_text(js, j, idx, out);
 		}
 	}
 	pthread_mutex_unlock(&js->lock);
-	if (st == KILN_ERR_NOMEM)
-		kiln_jobs_release(js, lease, "out of memory building the shard");
+	if (st != KILN_OK && st != KILN_ERR_NOT_FOUND) {
+		/* the shard was leased but cannot be sent: the lease ends as a lost one would,
+		 * an attempt for its items, so a shard that can never be sent ends as failed */
+		kiln_jobs_release(js, lease,
+				  st == KILN_ERR_TOO_LARGE ? "shard message over the 1 MiB frame cap (lower shard_size)"
+				  : st == KILN_ERR_CORRUPT ? "an input or output name is not valid UTF-8"
+							   : "out of memory building the shard");
+	}
+	return st;
+}
+
+kiln_status kiln_jobs_next_shard(kiln_jobs *js, const json_t *codecs, kiln_lease *lease, json_t **msg)
+{
+	*msg = NULL;
+	kiln_buf text;
+	kiln_buf_init(&text, KILN_PROTO_MAX_FRAME);
+	kiln_status st = kiln_jobs_next_shard_text(js, codecs, lease, &text);
+	if (st == KILN_OK && !(*msg = json_loadb((const char *)text.data, text.len, 0, NULL)))
+		st = KILN_ERR_NOMEM;
+	kiln_buf_free(&text);
 	return st;
 }
 
@@ -1039,129 +1125,258 @@ static job *earlier_run_lease(kiln_jobs *js, const char *job_id, const char *sha
 	return j;
 }
 
-/* The record for one `result` whose lease is current, or from an earlier run (see above)
- * (*out NULL when it names nothing that needs recording, e.g. only items dropped by our
- * own cancel). Called with the lock held. */
-static kiln_status result_record(const job *j, uint32_t idx, const json_t *result, bool earlier, json_t **out)
+/* What one `result` of a batch changes, kept until the batch is durable: its job and
+ * shard, and its item outcomes (js->outcomes[first .. first + count)). */
+typedef struct outcome {
+	json_int_t id;
+	json_int_t attempts;  /* 0: ok; else the attempt count the failure brings it to */
+	const char *msg;      /* the failure's reason, in the result message (alive until applied) */
+} outcome;
+
+typedef struct batch_entry {
+	job *j;               /* NULL: stale, foreign, or a repeat within the batch */
+	uint32_t idx;
+	bool earlier;
+	size_t first, count;
+	totals t;
+} batch_entry;
+
+static kiln_status outcome_push(kiln_jobs *js, size_t *used, outcome o)
 {
-	*out = NULL;
-	const shard *s = &j->shards[idx];
-	json_t *ok = json_array(), *err = json_array();
-	json_t *rec = record_new("result", j->num);
-	uint8_t *seen = kiln_calloc(s->count, 1);
-	if (!rec || !ok || !err || !seen) {
-		json_decref(ok);
-		json_decref(err);
-		json_decref(rec);
-		free(seen);
-		return KILN_ERR_NOMEM;
+	if (*used == js->outcomes_cap) {
+		size_t cap = js->outcomes_cap ? js->outcomes_cap * 2 : 1024;
+		outcome *grown = kiln_realloc(js->outcomes, cap * sizeof *grown);
+		if (!grown)
+			return KILN_ERR_NOMEM;
+		js->outcomes = grown;
+		js->outcomes_cap = cap;
 	}
-	json_object_set_new(rec, "ok", ok);
-	json_object_set_new(rec, "err", err);
-	uint64_t bytes_in = 0, bytes_out = 0;
+	js->outcomes[(*used)++] = o;
+	return KILN_OK;
+}
+
+/* The fields of one result item the scheduler reads, found in one pass over its keys
+ * (the message was validated: types are right, "id" and "status" are there). */
+typedef struct item_view {
+	json_int_t id, bytes, bytes_in, psnr, pixels;
+	bool has_psnr, ok;
+	const char *error;
+} item_view;
+
+static void view_item(const json_t *e, item_view *v)
+{
+	*v = (item_view){.id = -1};
+	for (void *it = json_object_iter((json_t *)e); it; it = json_object_iter_next((json_t *)e, it)) {
+		const char *k = json_object_iter_key(it);
+		const json_t *val = json_object_iter_value(it);
+		switch (k[0]) {
+		case 'i': v->id = json_integer_value(val); break;  /* "id" */
+		case 's': v->ok = strcmp(json_string_value(val), "ok") == 0; break;  /* "status" */
+		case 'e': v->error = json_string_value(val); break;  /* "error" */
+		case 'b':
+			if (k[5] == '\0')
+				v->bytes = json_integer_value(val);
+			else
+				v->bytes_in = json_integer_value(val);
+			break;
+		case 'p':
+			if (k[1] == 's') {
+				v->psnr = json_integer_value(val);
+				v->has_psnr = true;
+			} else {
+				v->pixels = json_integer_value(val);
+			}
+			break;
+		default: break;
+		}
+	}
+	if (!v->ok && !v->error) {
+		const char *status = json_string_value(json_object_get(e, "status"));
+		v->error = status ? status : "failed";
+	}
+}
+
+/* The outcomes of one `result` whose lease is current, or from an earlier run (see above),
+ * into js->outcomes from *used on, and its "result" record appended as a line of text to
+ * js->records (nothing when it names nothing that needs recording, e.g. only items dropped
+ * by our own cancel). Called with the lock held. */
+static kiln_status result_outcomes(kiln_jobs *js, batch_entry *b, const json_t *result, size_t *used)
+{
+	const job *j = b->j;
+	const shard *s = &j->shards[b->idx];
+	uint8_t seen[KILN_SPEC_MAX_SHARD];
+	memset(seen, 0, s->count);
+	b->first = *used;
 	size_t i;
 	const json_t *e;
 	json_array_foreach(json_object_get(result, "items"), i, e) {
-		json_int_t id = json_integer_value(json_object_get(e, "id"));
-		const char *status = json_string_value(json_object_get(e, "status"));
+		item_view v;
+		view_item(e, &v);
 		/* an id outside the shard, repeated, or not in flight would corrupt counts */
-		if (id < s->first || id >= (json_int_t)s->first + s->count || seen[id - s->first])
+		if (v.id < s->first || v.id >= (json_int_t)s->first + s->count || seen[v.id - s->first])
 			continue;
-		bool ok_status = strcmp(status, "ok") == 0;
-		uint8_t state = j->items[id].state;
-		if (earlier ? !(state == IT_PENDING || (ok_status && state == IT_IN_FLIGHT)) : state != IT_IN_FLIGHT)
+		uint8_t state = j->items[v.id].state;
+		if (b->earlier ? !(state == IT_PENDING || (v.ok && state == IT_IN_FLIGHT)) : state != IT_IN_FLIGHT)
 			continue;
-		seen[id - s->first] = 1;
-		if (ok_status) {
-			json_array_append_new(ok, json_integer(id));
-			bytes_out += (uint64_t)json_integer_value(json_object_get(e, "bytes"));
-			bytes_in += (uint64_t)json_integer_value(json_object_get(e, "bytes_in"));
-			continue;
+		seen[v.id - s->first] = 1;
+		kiln_status st;
+		if (v.ok) {
+			b->t.bytes_out += (uint64_t)v.bytes;
+			b->t.bytes_in += (uint64_t)v.bytes_in;
+			b->t.pixels += (uint64_t)v.pixels;
+			if (v.has_psnr) {
+				b->t.psnr_sum += v.psnr;
+				b->t.psnr_n++;
+			}
+			st = outcome_push(js, used, (outcome){v.id, 0, NULL});
+		} else {
+			/* items dropped because of our own cancel are not their fault */
+			if (j->cancelled && strcmp(v.error, "cancelled") == 0)
+				continue;
+			st = outcome_push(js, used, (outcome){v.id, j->items[v.id].attempts + 1, v.error});
 		}
-		const char *msg = json_string_value(json_object_get(e, "error"));
-		if (!msg)
-			msg = status;
-		/* items dropped because of our own cancel are not their fault */
-		if (j->cancelled && strcmp(msg, "cancelled") == 0)
-			continue;
-		json_array_append_new(err, json_pack("[I,i,s]", id, j->items[id].attempts + 1, msg));
+		if (st != KILN_OK)
+			return st;
 	}
-	free(seen);
-	json_object_set_new(rec, "bytes_in", json_integer((json_int_t)bytes_in));
-	json_object_set_new(rec, "bytes_out", json_integer((json_int_t)bytes_out));
-	*out = rec;
-	return KILN_OK;
+	b->count = *used - b->first;
+	if (b->count == 0)
+		return KILN_OK;
+	/* the record, as text: {"t":"result","job":N,"ok":[..],"err":[[id,attempts,msg],..],...} */
+	kiln_buf *r = &js->records;
+	size_t start = r->len;
+	char num[48];
+	snprintf(num, sizeof num, "{\"t\":\"result\",\"job\":%u,\"ok\":[", j->num);
+	kiln_status st = kiln_json_put_raw(r, num);
+	bool first = true;
+	for (size_t k = b->first; k < *used && st == KILN_OK; k++) {
+		if (js->outcomes[k].attempts)
+			continue;
+		if (!first)
+			st = kiln_buf_append(r, ",", 1);
+		first = false;
+		if (st == KILN_OK)
+			st = kiln_json_put_int(r, js->outcomes[k].id);
+	}
+	if (st == KILN_OK)
+		st = kiln_json_put_raw(r, "],\"err\":[");
+	first = true;
+	for (size_t k = b->first; k < *used && st == KILN_OK; k++) {
+		const outcome *o = &js->outcomes[k];
+		if (!o->attempts)
+			continue;
+		st = kiln_json_put_raw(r, first ? "[" : ",[");
+		first = false;
+		if (st == KILN_OK)
+			st = kiln_json_put_int(r, o->id);
+		if (st == KILN_OK)
+			st = kiln_buf_append(r, ",", 1);
+		if (st == KILN_OK)
+			st = kiln_json_put_int(r, o->attempts);
+		if (st == KILN_OK)
+			st = kiln_buf_append(r, ",", 1);
+		if (st == KILN_OK)
+			st = kiln_json_put_string(r, o->msg, strlen(o->msg));
+		if (st == KILN_OK)
+			st = kiln_buf_append(r, "]", 1);
+	}
+	if (st == KILN_OK)
+		st = kiln_json_put_raw(r, "],\"bytes_in\":");
+	if (st == KILN_OK)
+		st = kiln_json_put_uint(r, b->t.bytes_in);
+	if (st == KILN_OK)
+		st = kiln_json_put_raw(r, ",\"bytes_out\":");
+	if (st == KILN_OK)
+		st = kiln_json_put_uint(r, b->t.bytes_out);
+	if (st == KILN_OK && b->t.psnr_n) {
+		st = kiln_json_put_raw(r, ",\"psnr_sum\":");
+		if (st == KILN_OK)
+			st = kiln_json_put_int(r, b->t.psnr_sum);
+		if (st == KILN_OK)
+			st = kiln_json_put_raw(r, ",\"psnr_n\":");
+		if (st == KILN_OK)
+			st = kiln_json_put_uint(r, b->t.psnr_n);
+	}
+	if (st == KILN_OK && b->t.pixels) {
+		st = kiln_json_put_raw(r, ",\"pixels\":");
+		if (st == KILN_OK)
+			st = kiln_json_put_uint(r, b->t.pixels);
+	}
+	if (st == KILN_OK)
+		st = kiln_buf_append(r, "}\n", 2);
+	if (st != KILN_OK)
+		r->len = start;
+	return st;
 }
 
 kiln_status kiln_jobs_complete_many(kiln_jobs *js, const json_t *const *results, size_t n, bool *applied,
 				    kiln_lease *leases)
 {
 	kiln_status st = KILN_OK;
-	bool appended = false;
 	for (size_t r = 0; r < n; r++)
 		applied[r] = false;
 	if (n == 0)
 		return KILN_OK;
-	/* per result: its job (NULL: stale, foreign, or a repeat within this batch) and record */
-	job **jobs = kiln_calloc(n, sizeof *jobs);
-	json_t **recs = kiln_calloc(n, sizeof *recs);
-	uint32_t *idxs = kiln_calloc(n, sizeof *idxs);
-	bool *earlier = kiln_calloc(n, sizeof *earlier);
-	if (!jobs || !recs || !idxs || !earlier) {
-		st = KILN_ERR_NOMEM;
-		goto out;
-	}
+	batch_entry *batch = kiln_calloc(n, sizeof *batch);
+	if (!batch)
+		return KILN_ERR_NOMEM;
+	size_t used = 0;
 	pthread_mutex_lock(&js->lock);
+	kiln_buf_reset(&js->records);
 	for (size_t r = 0; r < n && st == KILN_OK; r++) {
 		const json_t *res = results[r];
+		batch_entry *b = &batch[r];
 		uint64_t lease = (uint64_t)json_integer_value(json_object_get(res, "lease"));
-		job *j = current_lease(js, json_string_value(json_object_get(res, "job")),
-				       json_string_value(json_object_get(res, "shard")), lease, &idxs[r]);
-		if (!j && (j = earlier_run_lease(js, json_string_value(json_object_get(res, "job")),
-						 json_string_value(json_object_get(res, "shard")), lease, &idxs[r])))
-			earlier[r] = true;
+		const char *job_id = json_string_value(json_object_get(res, "job"));
+		const char *shard_id = json_string_value(json_object_get(res, "shard"));
+		job *j = current_lease(js, job_id, shard_id, lease, &b->idx);
+		if (!j && (j = earlier_run_lease(js, job_id, shard_id, lease, &b->idx)))
+			b->earlier = true;
 		/* a worker that re-sends a result may put both copies in one batch: the first
 		 * one closes the lease, so the second is late */
 		for (size_t k = 0; j && k < r; k++)
-			if (jobs[k] == j && idxs[k] == idxs[r])
+			if (batch[k].j == j && batch[k].idx == b->idx)
 				j = NULL;
 		if (!j)
 			continue;  /* stale or foreign: acknowledged and ignored */
-		jobs[r] = j;
-		leases[r] = (kiln_lease){j->num, idxs[r], lease};
-		st = result_record(j, idxs[r], res, earlier[r], &recs[r]);
-		json_t *ok = json_object_get(recs[r], "ok"), *err = json_object_get(recs[r], "err");
-		if (st == KILN_OK && (json_array_size(ok) || json_array_size(err))) {
-			st = kiln_journal_append(js->journal, recs[r]);
-			appended = true;
-		}
+		b->j = j;
+		leases[r] = (kiln_lease){j->num, b->idx, lease};
+		st = result_outcomes(js, b, res, &used);
 	}
-	/* One fsync for the whole batch (group commit): at thousands of shards a second, one
-	 * per result would be the dispatcher's whole budget. Still durable before any of them
-	 * is applied, answered or acknowledged. */
-	if (st == KILN_OK && appended)
-		st = kiln_journal_sync(js->journal);
+	/* The batch's records in one write and one fsync (group commit): at thousands of
+	 * shards a second, one per result would be the dispatcher's whole budget. Still
+	 * durable before any of them is applied, answered or acknowledged. */
+	if (st == KILN_OK && js->records.len) {
+		st = kiln_journal_append_text(js->journal, (const char *)js->records.data, js->records.len);
+		if (st == KILN_OK)
+			st = kiln_journal_sync(js->journal);
+	}
 	if (st != KILN_OK) {
 		KILN_ERROR("journal write failed", "error=\"%s\"", kiln_strerror(st));
 	} else {
 		for (size_t r = 0; r < n; r++) {
-			if (!jobs[r])
+			batch_entry *b = &batch[r];
+			if (!b->j)
 				continue;
-			apply_result(jobs[r], recs[r]);
-			if (!earlier[r])
-				end_lease(js, jobs[r], idxs[r]);
+			for (size_t k = b->first; k < b->first + b->count; k++) {
+				const outcome *o = &js->outcomes[k];
+				if (o->attempts)
+					apply_err(b->j, o->id, o->attempts, o->msg);
+				else
+					apply_ok(b->j, o->id);
+			}
+			if (b->count)
+				apply_totals(b->j, &b->t);
+			if (!b->earlier)
+				end_lease(js, b->j, b->idx);
 			applied[r] = true;
 		}
 		maybe_compact(js);
 	}
+	/* a rare huge batch (long error messages) does not pin its memory for ever */
+	if (js->records.cap > (4u << 20))
+		kiln_buf_free(&js->records);
 	pthread_mutex_unlock(&js->lock);
-out:
-	for (size_t r = 0; recs && r < n; r++)
-		json_decref(recs[r]);
-	free(jobs);
-	free(recs);
-	free(idxs);
-	free(earlier);
+	free(batch);
 	return st;
 }
 

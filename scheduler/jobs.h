@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "common/error.h"
 
 typedef struct kiln_jobs kiln_jobs;
@@ -95,8 +96,15 @@ typedef struct kiln_lease {
 } kiln_lease;
 
 /* Takes the oldest job's next queued shard whose format is in codecs (a JSON array of
- * strings; NULL accepts any), marks its pending items in flight and builds the `shard`
- * message. KILN_ERR_NOT_FOUND when nothing is ready. */
+ * strings; NULL accepts any), marks its pending items in flight and writes the `shard`
+ * message, a complete frame, into out (replacing its contents; out's cap should be
+ * KILN_PROTO_MAX_FRAME). KILN_ERR_NOT_FOUND when nothing is ready. When the message cannot
+ * be made (KILN_ERR_TOO_LARGE over out's cap, KILN_ERR_CORRUPT for a name that is not
+ * UTF-8, KILN_ERR_NOMEM) the lease has already been released as a lost one, with the
+ * reason as the items' error. */
+kiln_status kiln_jobs_next_shard_text(kiln_jobs *jobs, const json_t *codecs, kiln_lease *lease,
+				      kiln_buf *out);
+/* The same, with the message parsed into *msg (for tests and tools). */
 kiln_status kiln_jobs_next_shard(kiln_jobs *jobs, const json_t *codecs, kiln_lease *lease,
 				 json_t **msg);
 

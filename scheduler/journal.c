@@ -238,6 +238,13 @@ kiln_status kiln_journal_append(kiln_journal *j, const json_t *record)
 	return j ? kiln_journal_sink_put(&j->out, record) : KILN_ERR_INVALID_ARG;
 }
 
+kiln_status kiln_journal_append_text(kiln_journal *j, const char *text, size_t len)
+{
+	if (!j || !text || len == 0 || text[len - 1] != '\n')
+		return KILN_ERR_INVALID_ARG;
+	return sink_put_text(&j->out, text, len);
+}
+
 kiln_status kiln_journal_sync(kiln_journal *j)
 {
 	if (!j)

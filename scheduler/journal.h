@@ -45,6 +45,12 @@ kiln_status kiln_journal_replay(kiln_journal *j, kiln_journal_replay_fn fn, void
 /* Appends one record; durable only after kiln_journal_sync. */
 kiln_status kiln_journal_append(kiln_journal *j, const json_t *record);
 kiln_status kiln_journal_sync(kiln_journal *j);
+/* Appends records already written as text: one or more complete lines, each a compact JSON
+ * object followed by '\n' and holding no other newline (kiln_json_put_string escapes
+ * them). One write() for all of them, so a group commit costs one system call; on failure
+ * the file is cut back as for kiln_journal_append and none of them is in it. Durable only
+ * after kiln_journal_sync. */
+kiln_status kiln_journal_append_text(kiln_journal *j, const char *text, size_t len);
 /* append + sync: what a caller uses before acknowledging. */
 kiln_status kiln_journal_commit(kiln_journal *j, const json_t *record);
 

@@ -3,10 +3,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <malloc.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -115,8 +118,36 @@ fail:
 	return st;
 }
 
+/* While it waits for a stop, the otherwise idle main thread hands the heap's free pages
+ * back to the kernel every TRIM_INTERVAL_MS. Nothing leaks, but glibc keeps what is freed:
+ * each worker connection costs libzmq's I/O thread about 64 KiB in that thread's own arena
+ * (pipes, encoder and decoder buffers), and under worker churn the freed connections leave
+ * holes between the live ones that free() never returns (a non-main arena only shrinks
+ * from its top). With 1,000 simulated workers joining and leaving, RSS grew 156 -> 184 MiB
+ * in 150 s while the heap in use stayed at 111 MiB, and 90 MiB stayed resident after every
+ * worker had left (docs/RELIABILITY.md, Load). malloc_trim(0) releases the whole free
+ * pages of every arena, not only the top; it takes a few milliseconds, holding each
+ * arena's lock in turn, so every 10 s costs dispatch nothing measurable. */
+#define TRIM_INTERVAL_MS 10000
+
 void kiln_scheduler_run(kiln_scheduler *s)
 {
+	struct pollfd pfd = {s->stop_pipe[0], POLLIN, 0};
+	for (;;) {
+		int n = poll(&pfd, 1, TRIM_INTERVAL_MS);
+		if (n == 0) {
+			struct timespec t0, t1;
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			int released = malloc_trim(0);
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			KILN_DEBUG("heap trimmed", "released=%d ms=%.2f", released,
+				   (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		break;  /* a stop request (or a poll failure: then read below blocks, as before) */
+	}
 	char c;
 	while (read(s->stop_pipe[0], &c, 1) < 0 && errno == EINTR)
 		;

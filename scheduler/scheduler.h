@@ -28,7 +28,8 @@ typedef struct kiln_scheduler_config {
 
 /* Replays the journal, binds both endpoints and starts serving. */
 kiln_status kiln_scheduler_create(const kiln_scheduler_config *cfg, kiln_scheduler **out);
-/* Blocks until kiln_scheduler_stop (e.g. from a signal handler: it is async-signal-safe). */
+/* Blocks until kiln_scheduler_stop (e.g. from a signal handler: it is async-signal-safe).
+ * Meanwhile it returns the heap's free pages to the kernel every 10 s (malloc_trim). */
 void kiln_scheduler_run(kiln_scheduler *s);
 void kiln_scheduler_stop(kiln_scheduler *s);
 /* Stops everything and frees; NULL is accepted. */

@@ -37,6 +37,7 @@ static const field fields[] = {
 	{"colorspace", K_CHOICE, colorspaces, 0, 0, "auto", 0, true},
 	{"block", K_CHOICE, blocks, 0, 0, NULL, 0, true},
 	{"mipmaps", K_BOOL, NULL, 0, 0, NULL, 0, true},
+	{"measure_psnr", K_BOOL, NULL, 0, 0, NULL, 0, true},
 	{"alpha_cutoff", K_INT, NULL, 0, 255, NULL, 128, true},
 	{"shard_size", K_INT, NULL, 1, KILN_SPEC_MAX_SHARD, NULL, 32, false},
 	{"max_attempts", K_INT, NULL, 1, KILN_SPEC_MAX_ATTEMPTS, NULL, 3, false},

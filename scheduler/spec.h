@@ -9,6 +9,7 @@
  *    "format": "bc1"|"astc"|"png", "container": "dds"|"ktx2"|"astc"|"png",
  *    "quality": "fast"|"medium"|"high", "mipmaps": bool,
  *    "colorspace": "auto"|"srgb"|"linear", "alpha_cutoff": 0..255, "block": "4x4".."12x12",
+ *    "measure_psnr": bool (false: workers report each output's PSNR when true),
  *    "shard_size": 1..1024 (32), "max_attempts": 1..100 (3)} */
 #ifndef KILN_SCHED_SPEC_H
 #define KILN_SCHED_SPEC_H

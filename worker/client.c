@@ -26,6 +26,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/proto.h"
+#include "kernels/astc/astc.h"
 #include "worker/devices.h"
 
 #define RESULT_ERROR_MAX 128  /* 4096 items x (error + fields) stays under the frame cap */
@@ -189,6 +190,8 @@ static json_t *result_json(const kiln_shard_result *r, size_t error_cap)
 			json_object_set_new(it, "bytes", json_integer((json_int_t)ir->bytes));
 			if (ir->psnr_measured)
 				json_object_set_new(it, "psnr", json_integer(ir->psnr));
+			if (ir->pixels)
+				json_object_set_new(it, "pixels", json_integer((json_int_t)ir->pixels));
 		} else {
 			char text[RESULT_ERROR_MAX + 1];
 			sanitize(ir->error[0] ? ir->error : kiln_strerror(ir->status), text,
@@ -270,7 +273,7 @@ static bool send_ready(kiln_client *c)
 	json_object_set_new(msg, "worker", json_string(c->id));
 	json_object_set_new(msg, "slots", json_integer(slots));
 	json_object_set(msg, "devices", c->devices);
-	json_object_set_new(msg, "codecs", json_pack("[s]", "bc1"));
+	json_object_set_new(msg, "codecs", json_pack("[ss]", "bc1", "astc"));
 	json_object_set_new(msg, "held", record_ids(c, STATE_BIT(REC_DONE)));
 	return send_msg(c, msg);
 }
@@ -363,11 +366,24 @@ static kiln_status parse_options(const json_t *o, kiln_texenc_opts *opts, kiln_c
 	*measure_psnr = json_is_true(json_object_get(o, "measure_psnr"));
 	const char *s;
 	const json_t *v;
-	if ((s = json_string_value(json_object_get(o, "format"))) && strcmp(s, "bc1") != 0) {
-		set_msg(msg, cap, "format '%.32s' is not supported by this worker (bc1)", s);
+	bool astc = (s = json_string_value(json_object_get(o, "format"))) && strcmp(s, "astc") == 0;
+	if (s && !astc && strcmp(s, "bc1") != 0) {
+		set_msg(msg, cap, "format '%.32s' is not supported by this worker (bc1, astc)", s);
 		return KILN_ERR_UNSUPPORTED;
 	}
-	if (json_object_get(o, "block")) {
+	if (astc) {
+		unsigned bw = 4, bh = 4;
+		char end;
+		opts->format = KILN_TEXFMT_ASTC;
+		*container = KILN_CONTAINER_ASTC;
+		if ((s = json_string_value(json_object_get(o, "block"))) &&
+		    (sscanf(s, "%2ux%2u%c", &bw, &bh, &end) != 2 || !kiln_astc_footprint_valid(bw, bh))) {
+			set_msg(msg, cap, "block '%.32s' is not an ASTC footprint", s);
+			return KILN_ERR_INVALID_ARG;
+		}
+		opts->block_w = bw;
+		opts->block_h = bh;
+	} else if (json_object_get(o, "block")) {
 		set_msg(msg, cap, "option 'block' is for astc, not bc1");
 		return KILN_ERR_UNSUPPORTED;
 	}
@@ -381,14 +397,18 @@ static kiln_status parse_options(const json_t *o, kiln_texenc_opts *opts, kiln_c
 	}
 	if ((s = json_string_value(json_object_get(o, "container")))) {
 		int k = kiln_container_parse(s);
-		if (k != KILN_CONTAINER_DDS && k != KILN_CONTAINER_KTX2) {
-			set_msg(msg, cap, "container '%.32s' is not dds or ktx2", s);
+		if (k != KILN_CONTAINER_KTX2 && k != (astc ? KILN_CONTAINER_ASTC : KILN_CONTAINER_DDS)) {
+			set_msg(msg, cap, "container '%.32s' is not %s", s, astc ? "astc or ktx2" : "dds or ktx2");
 			return KILN_ERR_UNSUPPORTED;
 		}
 		*container = (kiln_container)k;
 	}
 	if ((v = json_object_get(o, "mipmaps")))
 		opts->mipmaps = json_is_true(v);
+	if (opts->mipmaps && *container == KILN_CONTAINER_ASTC) {
+		set_msg(msg, cap, "an .astc file holds one level: mipmaps need container ktx2");
+		return KILN_ERR_UNSUPPORTED;
+	}
 	if ((s = json_string_value(json_object_get(o, "colorspace")))) {
 		if (strcmp(s, "auto") == 0) {
 			opts->colorspace = KILN_COLORSPACE_AUTO;

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/png_io.h"
 #include "common/pool.h"
+#include "kernels/astc/astc.h"
 #include "kernels/bc1/bc1.h"
 
 #define IO_BATCH 8  /* items per storage call: S3 runs them concurrently */
@@ -488,7 +489,8 @@ static void *decode_main(void *arg)
 static bool opts_equal(const kiln_texenc_opts *a, const kiln_texenc_opts *b)
 {
 	return a->format == b->format && a->quality == b->quality && a->alpha_cutoff == b->alpha_cutoff &&
-	       a->mipmaps == b->mipmaps && a->colorspace == b->colorspace;
+	       a->mipmaps == b->mipmaps && a->colorspace == b->colorspace &&
+	       (a->format != KILN_TEXFMT_ASTC || (a->block_w == b->block_w && a->block_h == b->block_h));
 }
 
 /* A batch runs through one texenc, so it holds images of one set of options. */
@@ -509,6 +511,7 @@ static void device_name(const kiln_device *d, char *out, size_t cap)
 typedef struct encode_batch {
 	item *items[KILN_PIPELINE_MAX_BATCH];
 	size_t n;
+	kiln_texenc *enc; /* the texenc that holds it: the device's, or the CPU fallback */
 	uint64_t ticket;
 	kiln_status st;   /* not KILN_OK: the batch never reached the device (no ticket) */
 } encode_batch;
@@ -520,6 +523,7 @@ typedef struct encoder {
 	const kiln_device *dev;
 	char name[32];
 	kiln_texenc *enc;
+	kiln_texenc *cpu_enc;  /* a GPU's thread runs formats without a GPU backend here */
 	encode_batch flight[KILN_TEXENC_MAX_INFLIGHT];  /* a ring, oldest at head */
 	size_t head, nflight;
 } encoder;
@@ -536,13 +540,19 @@ static void encode_submit(encoder *e, item **batch, size_t n)
 	b->n = n;
 	b->ticket = 0;
 	const kiln_texenc_opts *opts = &batch[0]->shard->opts;
-	b->st = e->enc ? kiln_texenc_set_opts(e->enc, opts)
-		       : kiln_texenc_create(e->dev, opts, e->dev->kind == KILN_DEVICE_CPU ? p->cpu_pool : NULL, &e->enc);
+	/* A format with no GPU backend (ASTC) runs on the CPU pool even on a GPU's thread, as
+	 * `--device auto` would have chosen for it. */
+	bool on_cpu = e->dev->kind == KILN_DEVICE_CPU || !kiln_texenc_gpu_supported(opts->format);
+	kiln_texenc **enc = e->dev->kind == KILN_DEVICE_CPU || !on_cpu ? &e->enc : &e->cpu_enc;
+	static const kiln_device cpu = {.kind = KILN_DEVICE_CPU};
+	b->st = *enc ? kiln_texenc_set_opts(*enc, opts)
+		     : kiln_texenc_create(on_cpu ? &cpu : e->dev, opts, on_cpu ? p->cpu_pool : NULL, enc);
+	b->enc = *enc;
 	if (b->st == KILN_OK) {
 		kiln_image images[KILN_PIPELINE_MAX_BATCH];
 		for (size_t i = 0; i < n; i++)
 			images[i] = batch[i]->image;
-		b->st = kiln_texenc_submit(e->enc, images, n, &b->ticket);
+		b->st = kiln_texenc_submit(b->enc, images, n, &b->ticket);
 	}
 	for (size_t i = 0; i < n; i++) {
 		item *it = batch[i];
@@ -569,9 +579,9 @@ static void encode_finish(encoder *e)
 	kiln_status st = b->st;
 	const char *why = ""; /* the texenc's reason for a whole-batch failure */
 	if (st == KILN_OK) {
-		st = kiln_texenc_collect(e->enc, b->ticket, out, status);
+		st = kiln_texenc_collect(b->enc, b->ticket, out, status);
 		if (st != KILN_OK)
-			why = kiln_texenc_last_error(e->enc);
+			why = kiln_texenc_last_error(b->enc);
 	} else {
 		for (size_t i = 0; i < b->n; i++)
 			status[i] = st;
@@ -626,6 +636,7 @@ static void *encode_main(void *arg)
 			encode_submit(&e, batch, n);
 	}
 	kiln_texenc_destroy(e.enc);
+	kiln_texenc_destroy(e.cpu_enc);
 	return NULL;
 }
 
@@ -639,16 +650,25 @@ static bool measure_psnr(const kiln_texture *tex, const kiln_image *img, int alp
 	const kiln_level *lv = &tex->levels[0];
 	if (!tex->num_levels || !lv->data || !img->pixels || lv->width != img->width || lv->height != img->height)
 		return false;
-	bool punch = tex->format == KILN_TEXFMT_BC1_RGBA;
-	size_t row_blocks = kiln_bc1_bound(lv->width, 1); /* bytes of one row of blocks */
-	uint8_t *strip = kiln_malloc((size_t)lv->width * 4 * 4);
-	if (!strip)
+	bool punch = tex->format == KILN_TEXFMT_BC1_RGBA, astc = tex->format == KILN_TEXFMT_ASTC;
+	uint32_t bh = astc ? tex->block_h : 4;
+	/* bytes of one row of blocks */
+	size_t row_blocks = astc ? kiln_astc_bound(lv->width, 1, tex->block_w, tex->block_h)
+				 : kiln_bc1_bound(lv->width, 1);
+	uint8_t *strip = kiln_malloc((size_t)lv->width * 4 * bh);
+	if (!strip || !row_blocks) {
+		free(strip);
 		return false;
+	}
 	uint64_t sse = 0, n = 0;
-	for (uint32_t y0 = 0; y0 < lv->height; y0 += 4) {
-		uint32_t rows = lv->height - y0 < 4 ? lv->height - y0 : 4;
-		const uint8_t *blocks = lv->data + (size_t)(y0 / 4) * row_blocks;
-		if (kiln_bc1_decode(blocks, row_blocks, lv->width, rows, punch, strip, (size_t)lv->width * 4) != KILN_OK) {
+	for (uint32_t y0 = 0; y0 < lv->height; y0 += bh) {
+		uint32_t rows = lv->height - y0 < bh ? lv->height - y0 : bh;
+		const uint8_t *blocks = lv->data + (size_t)(y0 / bh) * row_blocks;
+		kiln_status ds = astc ? kiln_astc_decode(blocks, row_blocks, lv->width, rows, tex->block_w, tex->block_h,
+							 tex->srgb, strip, (size_t)lv->width * 4)
+				      : kiln_bc1_decode(blocks, row_blocks, lv->width, rows, punch, strip,
+							(size_t)lv->width * 4);
+		if (ds != KILN_OK) {
 			free(strip);
 			return false;
 		}
@@ -819,10 +839,9 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->changed, NULL);
 
-	bool any_cpu = false;
-	for (size_t d = 0; d < cfg->ndevices; d++)
-		any_cpu |= cfg->devices[d].kind == KILN_DEVICE_CPU;
-	if (any_cpu && (st = kiln_pool_create(cfg->cpu_threads, &p->cpu_pool)) != KILN_OK) {
+	/* Every pipeline has the CPU pool: GPU threads encode formats without a GPU backend
+	 * on it. Its threads sleep until then. */
+	if ((st = kiln_pool_create(cfg->cpu_threads, &p->cpu_pool)) != KILN_OK) {
 		set_msg(msg, msg_cap, "cannot start the CPU encoder threads");
 		goto fail;
 	}

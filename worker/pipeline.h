@@ -34,6 +34,7 @@ typedef struct kiln_item_result {
 	uint64_t bytes_in;                /* size of the input, once it was fetched */
 	bool psnr_measured;               /* psnr holds a value (measure_psnr, status KILN_OK) */
 	int32_t psnr;                     /* RGB PSNR of level 0 in centi-dB: 3657 = 36.57 dB */
+	uint64_t pixels;                  /* width x height of the input (status KILN_OK), 0: unknown */
 	char error[KILN_ITEM_ERROR_MAX];  /* "" on success, else a one-line reason */
 } kiln_item_result;
 

@@ -191,6 +191,18 @@ static void expect_same_bytes(const kiln_bc1_params *p, const kiln_surface *src,
 	free(gst);
 }
 
+/* expect_same_bytes at each of the three qualities, with default parameters otherwise. */
+static void expect_same_bytes_each_quality(const kiln_surface *src, size_t count, size_t batch, int misalign,
+					   const char *what)
+{
+	for (int q = 0; q < 3; q++) {
+		kiln_bc1_params p;
+		kiln_bc1_params_default(&p);
+		p.quality = qualities[q];
+		expect_same_bytes(&p, src, count, batch, misalign, what);
+	}
+}
+
 enum { NRANDOM = 32 };
 
 static void random_set(host_image *img, kiln_surface *src)
@@ -217,12 +229,7 @@ static void random_images_in_batches_of(size_t batch)
 	host_image img[NRANDOM];
 	kiln_surface src[NRANDOM];
 	random_set(img, src);
-	for (int q = 0; q < 3; q++) {
-		kiln_bc1_params p;
-		kiln_bc1_params_default(&p);
-		p.quality = qualities[q];
-		expect_same_bytes(&p, src, NRANDOM, batch, 0, "random");
-	}
+	expect_same_bytes_each_quality(src, NRANDOM, batch, 0, "random");
 	for (int i = 0; i < NRANDOM; i++)
 		free(img[i].px);
 }
@@ -248,12 +255,7 @@ Test(bc1_gpu, unaligned_pixels_and_outputs)
 	host_image img[NRANDOM];
 	kiln_surface src[NRANDOM];
 	random_set(img, src);
-	for (int q = 0; q < 3; q++) {
-		kiln_bc1_params p;
-		kiln_bc1_params_default(&p);
-		p.quality = qualities[q];
-		expect_same_bytes(&p, src, 12, 12, 1, "misaligned");
-	}
+	expect_same_bytes_each_quality(src, 12, 12, 1, "misaligned");
 	for (int i = 0; i < NRANDOM; i++)
 		free(img[i].px);
 }
@@ -313,12 +315,7 @@ Test(bc1_gpu, kodak_matches_cpu)
 				  img[i].has_alpha};
 		src[i] = s;
 	}
-	for (int q = 0; q < 3; q++) {
-		kiln_bc1_params p;
-		kiln_bc1_params_default(&p);
-		p.quality = qualities[q];
-		expect_same_bytes(&p, src, N, N, 0, "kodak");
-	}
+	expect_same_bytes_each_quality(src, N, N, 0, "kodak");
 	for (int i = 0; i < N; i++)
 		kiln_image_free(&img[i]);
 }

@@ -216,3 +216,30 @@ Test(texenc_gpu, pipelined_submit_collect_over_10_batches_matches_cpu, .timeout 
 	kiln_texenc_destroy(enc);
 	kiln_pool_destroy(pool);
 }
+
+/* ASTC has no GPU backend yet: a texenc on the GPU fails each ASTC batch with
+ * KILN_ERR_UNSUPPORTED and says why, and the next BC1 batch still runs. */
+Test(texenc_gpu, astc_batches_on_the_gpu_are_refused_with_a_reason, .timeout = 120)
+{
+	require_gpu();
+	kiln_device gpu = {KILN_DEVICE_GPU, 0};
+	kiln_texenc_opts opts;
+	kiln_texenc_opts_default(&opts);
+	opts.format = KILN_TEXFMT_ASTC;
+	kiln_texenc *enc;
+	cr_assert_eq(kiln_texenc_create(&gpu, &opts, NULL, &enc), KILN_OK, "%s", kiln_gpu_last_error());
+	kiln_image img;
+	random_image(&img, 64, 64, 1, false);
+	kiln_texture tex;
+	kiln_status st;
+	cr_expect_eq(kiln_texenc_encode(enc, &img, 1, &tex, &st), KILN_ERR_UNSUPPORTED);
+	cr_expect_eq(st, KILN_ERR_UNSUPPORTED);
+	cr_expect(strstr(kiln_texenc_last_error(enc), "ASTC") != NULL, "%s", kiln_texenc_last_error(enc));
+	kiln_texenc_opts_default(&opts);
+	cr_assert_eq(kiln_texenc_set_opts(enc, &opts), KILN_OK);
+	cr_expect_eq(kiln_texenc_encode(enc, &img, 1, &tex, &st), KILN_OK, "%s", kiln_texenc_last_error(enc));
+	cr_expect_eq(st, KILN_OK);
+	kiln_texture_free_levels(&tex);
+	kiln_image_free(&img);
+	kiln_texenc_destroy(enc);
+}

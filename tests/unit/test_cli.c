@@ -13,58 +13,25 @@
 #include "common/container.h"
 #include "common/png_io.h"
 #include "kernels/gpu.h"
+#include "proc_util.h"
+#include "sched_sim.h"
 
 static char dir[64];
 
-/* The binary under test: $KILN_BIN (set by make test), else build/kiln. */
-static const char *kiln_bin(void)
-{
-	const char *bin = getenv("KILN_BIN");
-	return bin ? bin : "build/kiln";
-}
-
 static void make_dir(void)
 {
-	strcpy(dir, "/tmp/kiln-cli-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	char cmd[256];
-	snprintf(cmd, sizeof cmd, "%s samples -o %s/in", kiln_bin(), dir);
-	cr_assert_eq(system(cmd), 0, "kiln samples failed");
+	sim_mkdtemp(dir, sizeof dir, "cli");
+	kiln_samples(NULL, dir);
 }
 
 static void remove_dir(void)
 {
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	(void)system(cmd);
+	sim_rmdir(dir);
 }
 
 /* Runs the kiln binary with args (a shell fragment); stdout and stderr go to files in dir. */
-static int kiln(const char *fmt, ...)
-{
-	char args[2048], cmd[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof args, fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof cmd, "%s %s >%s/stdout 2>%s/stderr", kiln_bin(), args, dir, dir);
-	int status = system(cmd);
-	cr_assert(WIFEXITED(status), "kiln did not exit normally: %s", cmd);
-	return WEXITSTATUS(status);
-}
-
-static char *slurp(const char *name)
-{
-	static char text[65536];
-	char path[256];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "%s", path);
-	size_t n = fread(text, 1, sizeof text - 1, f);
-	text[n] = '\0';
-	fclose(f);
-	return text;
-}
+#define kiln(...) proc_kiln(NULL, NULL, dir, "stdout", "stderr", __VA_ARGS__)
+#define slurp(name) proc_slurp(dir, name, NULL)
 
 static void read_texture(const char *path, kiln_buf *file, kiln_texture *tex)
 {

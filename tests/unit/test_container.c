@@ -186,6 +186,17 @@ static void fuzz(read_fn fn, const kiln_buf *file, uint32_t seed, int trials)
 	free(copy);
 }
 
+/* Truncations and bit flips (fuzz) of t, written by wr and read back by rd; frees t. */
+static void abuse(kiln_status (*wr)(const kiln_texture *, kiln_buf *), read_fn rd, kiln_texture t, uint32_t seed,
+		  int trials)
+{
+	kiln_buf b = write_with(wr, &t);
+	expect_truncations(rd, &b);
+	fuzz(rd, &b, seed, trials);
+	kiln_texture_free_levels(&t);
+	kiln_buf_free(&b);
+}
+
 /* ---- DDS ----------------------------------------------------------------------------------- */
 
 #define DDSD_CAPS 0x1u
@@ -398,18 +409,8 @@ Test(container_dds, damaged_headers_get_the_right_status)
 
 Test(container_dds, truncations_and_bit_flips, .timeout = 60)
 {
-	kiln_texture t = make_tex(KILN_TEXFMT_BC1_RGBA, 4, 4, false, 13, 9, 0);
-	kiln_buf b = write_with(kiln_dds_write, &t);
-	expect_truncations(kiln_dds_read, &b);
-	fuzz(kiln_dds_read, &b, 0xdd5, 400);
-	kiln_texture_free_levels(&t);
-	kiln_buf_free(&b);
-	t = make_tex(KILN_TEXFMT_BC1_RGB, 4, 4, true, 13, 9, 0);
-	b = write_with(kiln_dds_write, &t);
-	expect_truncations(kiln_dds_read, &b);
-	fuzz(kiln_dds_read, &b, 0xdd10, 400);
-	kiln_texture_free_levels(&t);
-	kiln_buf_free(&b);
+	abuse(kiln_dds_write, kiln_dds_read, make_tex(KILN_TEXFMT_BC1_RGBA, 4, 4, false, 13, 9, 0), 0xdd5, 400);
+	abuse(kiln_dds_write, kiln_dds_read, make_tex(KILN_TEXFMT_BC1_RGB, 4, 4, true, 13, 9, 0), 0xdd10, 400);
 }
 
 /* ---- KTX 2.0 ------------------------------------------------------------------------------ */
@@ -627,18 +628,8 @@ Test(container_ktx2, damaged_files_get_the_right_status)
 
 Test(container_ktx2, truncations_and_bit_flips, .timeout = 60)
 {
-	kiln_texture t = make_tex(KILN_TEXFMT_BC1_RGBA, 4, 4, false, 13, 9, 0);
-	kiln_buf b = write_with(kiln_ktx2_write, &t);
-	expect_truncations(kiln_ktx2_read, &b);
-	fuzz(kiln_ktx2_read, &b, 0x4b5832, 600);
-	kiln_texture_free_levels(&t);
-	kiln_buf_free(&b);
-	t = make_tex(KILN_TEXFMT_ASTC, 8, 5, true, 29, 11, 0);
-	b = write_with(kiln_ktx2_write, &t);
-	expect_truncations(kiln_ktx2_read, &b);
-	fuzz(kiln_ktx2_read, &b, 0xa57c, 600);
-	kiln_texture_free_levels(&t);
-	kiln_buf_free(&b);
+	abuse(kiln_ktx2_write, kiln_ktx2_read, make_tex(KILN_TEXFMT_BC1_RGBA, 4, 4, false, 13, 9, 0), 0x4b5832, 600);
+	abuse(kiln_ktx2_write, kiln_ktx2_read, make_tex(KILN_TEXFMT_ASTC, 8, 5, true, 29, 11, 0), 0xa57c, 600);
 }
 
 /* ---- .astc --------------------------------------------------------------------------------- */

@@ -19,6 +19,7 @@
 #include "common/buf.h"
 #include "common/container.h"
 #include "common/curve.h"
+#include "proc_util.h"
 #include "sched_sim.h"
 
 #define MAX_PROCS 4
@@ -26,99 +27,36 @@
 static char dir[128];
 static pid_t procs[MAX_PROCS];
 
-static const char *kiln_bin(void)
-{
-	const char *bin = getenv("KILN_BIN");
-	return bin ? bin : "build/kiln";
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 static void setup(void)
 {
 	sim_mkdtemp(dir, sizeof dir, "curve");
 	memset(procs, 0, sizeof procs);
 }
 
-static void stop(pid_t *pid)
-{
-	if (*pid > 0) {
-		kill(*pid, SIGKILL);
-		waitpid(*pid, NULL, 0);
-		*pid = 0;
-	}
-}
-
 static void teardown(void)
 {
 	for (int i = 0; i < MAX_PROCS; i++)
-		stop(&procs[i]);
+		proc_kill(&procs[i], SIGKILL);
 	sim_rmdir(dir);
 }
 
 TestSuite(curve, .init = setup, .fini = teardown, .timeout = 90);
 
 /* Runs kiln with args (a shell fragment); stdout and stderr to dir/out and dir/err. */
-static int kiln(const char *fmt, ...)
-{
-	char args[2048], cmd[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof args, fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof cmd, "%s %s >%s/out 2>%s/err", kiln_bin(), args, dir, dir);
-	int status = system(cmd);
-	cr_assert(WIFEXITED(status), "%s", cmd);
-	return WEXITSTATUS(status);
-}
-
-static char *slurp(const char *name)
-{
-	static char text[1 << 16];
-	char path[256];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return strcpy(text, "(missing)");
-	size_t n = fread(text, 1, sizeof text - 1, f);
-	text[n] = '\0';
-	fclose(f);
-	return text;
-}
+#define kiln(...) proc_kiln(NULL, NULL, dir, "out", "err", __VA_ARGS__)
+#define slurp(name) proc_slurp(dir, name, "(missing)")
+#define stop(pid) proc_kill(pid, SIGKILL)
+#define healthy(base) proc_wait_healthy(base)
 
 /* Starts kiln with a NULL-terminated argument list, its stderr to dir/log_name. */
 static pid_t spawn(const char *log_name, const char *const *args)
 {
-	pid_t pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		char log[256];
-		snprintf(log, sizeof log, "%s/%s", dir, log_name);
-		if (!freopen(log, "a", stderr) || !freopen("/dev/null", "w", stdout))
-			_exit(127);
-		const char *argv[32] = {"kiln"};
-		for (int i = 0; args[i] && i < 30; i++)
-			argv[i + 1] = args[i];
-		execv(kiln_bin(), (char *const *)argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-static bool healthy(const char *base)
-{
-	char url[128];
-	snprintf(url, sizeof url, "%s/healthz", base);
-	for (int i = 0; i < 100; i++) {
-		if (sim_http("GET", url, NULL, NULL, NULL, NULL, 0, NULL, 0) == 200)
-			return true;
-		sleep_ms(50);
-	}
-	return false;
+	char log[256];
+	snprintf(log, sizeof log, "%s/%s", dir, log_name);
+	const char *argv[32] = {"kiln"};
+	for (int i = 0; args[i] && i < 30; i++)
+		argv[i + 1] = args[i];
+	return proc_spawn(&(proc_spec){.log = log}, argv);
 }
 
 /* kiln_workers from /metrics; -1 if it is not there. */

@@ -23,11 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *kiln_bin(void)
-{
-	const char *bin = getenv("KILN_BIN");
-	return bin && *bin ? bin : "build/kiln";
-}
+#include "proc_util.h"
+#include "sched_sim.h"
 
 /* ---- the static checks, through tests/tools/check_manifests.py ---- */
 
@@ -135,42 +132,15 @@ static char tmp[64];
 
 static void make_tmp(void)
 {
-	strcpy(tmp, "/tmp/kiln-deploy-XXXXXX");
-	cr_assert_not_null(mkdtemp(tmp));
+	sim_mkdtemp(tmp, sizeof tmp, "deploy");
 }
 
 static void remove_tmp(void)
 {
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-	(void)system(cmd);
+	sim_rmdir(tmp);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
-/* A port nothing listens on now (the kernel's pick for an ephemeral bind). */
-static int free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof a;
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
+#define free_port() ((int)sim_free_port())
 
 /* The variables docker/entrypoint.sh reads: cleared in children, so that a developer's
  * own environment does not leak into what a test starts. */
@@ -184,64 +154,15 @@ static const char *const entry_vars[] = {
  * go to tmp/log. */
 static pid_t spawn(const char *log, char *const argv[], const char *const env[])
 {
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		for (int i = 0; entry_vars[i]; i++)
-			unsetenv(entry_vars[i]);
-		for (int i = 0; env && env[i]; i++)
-			putenv((char *)env[i]);
-		char path[128];
-		snprintf(path, sizeof path, "%s/%s", tmp, log);
-		int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-/* Exit status of pid within timeout_s, or -1 (the process is then killed). */
-static int wait_exit(pid_t pid, double timeout_s)
-{
-	double end = now_s() + timeout_s;
-	int status;
-	for (;;) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-		if (r == pid)
-			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-		if (now_s() > end) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return -1;
-		}
-		sleep_ms(20);
-	}
-}
-
-static bool alive(pid_t pid)
-{
-	int status;
-	return waitpid(pid, &status, WNOHANG) == 0;
-}
-
-static const char *slurp_log(const char *log)
-{
-	static char text[8192];
 	char path[128];
 	snprintf(path, sizeof path, "%s/%s", tmp, log);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return "(no log)";
-	size_t n = fread(text, 1, sizeof text - 1, f);
-	text[n] = '\0';
-	fclose(f);
-	return text;
+	proc_spec spec = {.path = argv[0], .log = path, .out = PROC_STDOUT_LOG, .unset = entry_vars, .env = env};
+	return proc_spawn(&spec, (const char *const *)argv);
 }
+
+#define wait_exit(pid, timeout_s) proc_wait_exit(pid, timeout_s)
+#define alive(pid) proc_alive(pid)
+#define slurp_log(log) proc_slurp(tmp, log, "(no log)")
 
 typedef struct body {
 	char data[1 << 16];

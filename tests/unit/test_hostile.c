@@ -25,6 +25,7 @@
 
 #include "common/buf.h"
 #include "common/container.h"
+#include "proc_util.h"
 #include "sched_sim.h"
 #include "testutil.h"
 
@@ -34,19 +35,11 @@ static pid_t sched_pid = -1, worker_pid = -1;
 
 static void setup(void)
 {
-	const char *env = getenv("KILN_BIN");
-	cr_assert_not_null(realpath(env ? env : "build/kiln", bin), "no kiln binary");
+	kiln_bin_abs(bin);
 	sim_mkdtemp(dir, sizeof dir, "hostile");
 }
 
-static void stop(pid_t *pid)
-{
-	if (*pid > 0) {
-		kill(*pid, SIGKILL);
-		waitpid(*pid, NULL, 0);
-		*pid = -1;
-	}
-}
+#define stop(pid) proc_kill(pid, SIGKILL)
 
 static void teardown(void)
 {
@@ -233,18 +226,7 @@ static void build_inputs(void)
 }
 
 /* Runs kiln with args (a shell fragment); stdout and stderr into dir. */
-static int kiln(const char *fmt, ...)
-{
-	char args[8192], cmd[PATH_MAX + 9000];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof args, fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof cmd, "'%s' %s >%s/stdout 2>%s/stderr", bin, args, dir, dir);
-	int status = system(cmd);
-	cr_assert(WIFEXITED(status), "kiln did not exit normally (signal %d): %s", WTERMSIG(status), cmd);
-	return WEXITSTATUS(status);
-}
+#define kiln(...) proc_kiln(bin, NULL, dir, "stdout", "stderr", __VA_ARGS__)
 
 static json_t *stdout_json(void)
 {
@@ -346,23 +328,9 @@ Test(hostile, a_list_input_with_a_dotdot_uri_fails_only_that_item)
 
 static char endpoint[64], base[64];
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 static pid_t spawn(const char *log, const char *const *argv)
 {
-	pid_t pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		if (!freopen(log, "a", stderr) || !freopen("/dev/null", "w", stdout))
-			_exit(127);
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	return pid;
+	return proc_spawn(&(proc_spec){.path = bin, .log = log}, argv);
 }
 
 static long http(const char *method, const char *path, const char *body, json_t **out)
@@ -562,9 +530,8 @@ static void rogue_frames(void)
 /* Submits a job over the samples and waits for it with a real worker. */
 static void real_job_still_runs(void)
 {
-	char cmd[PATH_MAX + 256], log[256];
-	snprintf(cmd, sizeof cmd, "'%s' samples -o %s/in >/dev/null", bin, dir);
-	cr_assert_eq(system(cmd), 0);
+	char log[256];
+	kiln_samples(bin, dir);
 	snprintf(log, sizeof log, "%s/worker.log", dir);
 	const char *const wargv[] = {"kiln", "worker", "--connect", endpoint, "--devices", "cpu", NULL};
 	worker_pid = spawn(log, wargv);
@@ -604,12 +571,7 @@ Test(hostile, a_scheduler_process_survives_hostile_specs_and_rogue_frames)
 	const char *const argv[] = {"kiln", "scheduler", "--listen", endpoint, "--http", base + 7,
 				    "--state-dir", state, "--heartbeat-ms", "100", NULL};
 	sched_pid = spawn(log, argv);
-	bool up = false;
-	for (int i = 0; i < 100 && !up; i++) {
-		up = http("GET", "/healthz", NULL, NULL) == 200;
-		if (!up)
-			sleep_ms(50);
-	}
+	bool up = proc_wait_healthy(base);
 	cr_assert(up, "the scheduler did not come up (see %s)", log);
 
 	hostile_specs();

@@ -153,3 +153,86 @@ Test(proto, random_mutations_never_crash)
 		}
 	}
 }
+
+/* The text writers make what json_dumps(JSON_COMPACT) makes of the same string: every
+ * byte value that needs escaping, multi-byte UTF-8 of every length, and text around them. */
+Test(proto, json_put_string_escapes_as_jansson_does)
+{
+	char all[128];
+	for (int i = 0; i < 127; i++)
+		all[i] = (char)(i + 1);
+	all[127] = '\0';
+	const char *cases[] = {"", "plain s3://b/k/x.png", "\"", "\\", "a\"b\\c/d", "\b\f\n\r\t\x01\x1f\x7f",
+			       "caf\xc3\xa9", "\xe2\x82\xac euro", "\xf0\x9f\x98\x80 4 bytes", "\xef\xbf\xbf", all};
+	kiln_buf out;
+	kiln_buf_init(&out, 1u << 16);
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		kiln_buf_reset(&out);
+		cr_assert_eq(kiln_json_put_string(&out, cases[c], strlen(cases[c])), KILN_OK, "case %zu", c);
+		json_t *s = json_string(cases[c]);
+		cr_assert_not_null(s);
+		char *dumped = json_dumps(s, JSON_COMPACT | JSON_ENCODE_ANY);
+		cr_expect(strlen(dumped) == out.len && memcmp(dumped, out.data, out.len) == 0, "case %zu: %s vs %.*s",
+			  c, dumped, (int)out.len, (const char *)out.data);
+		free(dumped);
+		json_decref(s);
+	}
+	/* a NUL inside is written as \u0000 (as json_stringn would dump it) */
+	kiln_buf_reset(&out);
+	cr_assert_eq(kiln_json_put_string(&out, "a\0b", 3), KILN_OK);
+	cr_expect(out.len == 10 && memcmp(out.data, "\"a\\u0000b\"", 10) == 0);
+	/* not UTF-8: refused, and the buffer is left as it was */
+	const char *bad[] = {"\x80", "\xc0\xaf", "\xc3", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+			     "\xf8\x88\x80\x80\x80", "ok\xff"};
+	for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
+		kiln_buf_reset(&out);
+		cr_assert_eq(kiln_buf_append(&out, "x", 1), KILN_OK);
+		cr_expect_eq(kiln_json_put_string(&out, bad[c], strlen(bad[c])), KILN_ERR_CORRUPT, "bad %zu", c);
+		cr_expect_eq(out.len, 1);
+		cr_expect(json_string(bad[c]) == NULL, "jansson refuses bad %zu too", c);
+	}
+	/* over the cap: refused, nothing half written */
+	kiln_buf small;
+	kiln_buf_init(&small, 8);
+	cr_expect_eq(kiln_json_put_string(&small, "0123456789", 10), KILN_ERR_TOO_LARGE);
+	cr_expect_eq(small.len, 0);
+	kiln_buf_free(&small);
+	/* numbers and the ack frame */
+	kiln_buf_reset(&out);
+	cr_assert_eq(kiln_json_put_uint(&out, UINT64_MAX), KILN_OK);
+	cr_assert_eq(kiln_json_put_raw(&out, " "), KILN_OK);
+	cr_assert_eq(kiln_json_put_int(&out, INT64_MIN), KILN_OK);
+	cr_assert_eq(kiln_json_put_raw(&out, " "), KILN_OK);
+	cr_assert_eq(kiln_json_put_int(&out, 0), KILN_OK);
+	cr_expect(out.len == 43 && memcmp(out.data, "18446744073709551615 -9223372036854775808 0", 43) == 0, "%.*s",
+		  (int)out.len, (const char *)out.data);
+	cr_assert_eq(kiln_proto_write_ack(&out, "j1.s17"), KILN_OK);
+	json_t *msg;
+	kiln_msg_type type;
+	cr_assert_eq(kiln_proto_parse(out.data, out.len, &msg, &type, NULL, 0), KILN_OK);
+	cr_expect_eq(type, KILN_MSG_ACK);
+	cr_expect_str_eq(json_string_value(json_object_get(msg, "shard")), "j1.s17");
+	json_decref(msg);
+	kiln_buf_free(&out);
+}
+
+Test(proto, result_items_may_carry_pixels_and_unknown_keys_stay_refused)
+{
+	const char *ok = "{\"v\":1,\"type\":\"result\",\"job\":\"j1\",\"shard\":\"j1.s1\",\"lease\":3,"
+			 "\"items\":[{\"id\":1,\"status\":\"ok\",\"bytes\":9,\"psnr\":3657,\"pixels\":262144}]}";
+	kiln_msg_type type;
+	char err[200] = "";
+	cr_expect_eq(parse(ok, &type, err, sizeof err), KILN_OK, "%s", err);
+	const char *neg = "{\"v\":1,\"type\":\"result\",\"job\":\"j1\",\"shard\":\"j1.s1\",\"lease\":3,"
+			  "\"items\":[{\"id\":1,\"status\":\"ok\",\"pixels\":-1}]}";
+	cr_expect_eq(parse(neg, &type, err, sizeof err), KILN_ERR_CORRUPT);
+	/* same length and first letter as a known key, or a known key's prefix: still unknown */
+	const char *near[] = {"{\"v\":1,\"type\":\"ack\",\"shard\":\"j1.s1\",\"shart\":\"x\"}",
+			      "{\"v\":1,\"type\":\"ack\",\"shard\":\"j1.s1\",\"shar\":\"x\"}",
+			      "{\"v\":1,\"type\":\"ack\",\"shard\":\"j1.s1\",\"\":1}",
+			      "{\"v\":1,\"type\":\"ack\",\"shard\":\"j1.s1\",\"shard\\u0000x\":\"y\"}"};
+	for (size_t i = 0; i < sizeof near / sizeof near[0]; i++)
+		cr_expect_eq(parse(near[i], &type, err, sizeof err), KILN_ERR_CORRUPT, "%s", near[i]);
+	cr_expect_eq(parse("{\"v\":1,\"type\":\"ack\"}", &type, err, sizeof err), KILN_ERR_CORRUPT);
+	cr_expect(strstr(err, "missing field 'shard'") != NULL, "%s", err);
+}

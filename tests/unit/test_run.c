@@ -16,6 +16,7 @@
 
 #include "common/buf.h"
 #include "common/container.h"
+#include "proc_util.h"
 #include "sched_sim.h"
 
 static char dir[128];
@@ -26,13 +27,9 @@ static const char *const samples[] = {"checker-alpha", "gradient", "noise", "pix
 
 static void setup(void)
 {
-	const char *env = getenv("KILN_BIN");
-	/* absolute, so that a test may run kiln from another working directory */
-	cr_assert_not_null(realpath(env ? env : "build/kiln", bin), "no kiln binary");
+	kiln_bin_abs(bin);  /* absolute, so that a test may run kiln from another working directory */
 	sim_mkdtemp(dir, sizeof dir, "run");
-	char cmd[PATH_MAX + 256];
-	snprintf(cmd, sizeof cmd, "'%s' samples -o %s/in >/dev/null", bin, dir);
-	cr_assert_eq(system(cmd), 0, "kiln samples failed");
+	kiln_samples(bin, dir);
 }
 
 static void teardown(void)
@@ -43,34 +40,9 @@ static void teardown(void)
 TestSuite(run, .init = setup, .fini = teardown, .timeout = 120);
 
 /* Runs kiln with args (a shell fragment) in cwd (NULL: here); stdout and stderr to files. */
-static int kiln_in(const char *cwd, const char *fmt, ...)
-{
-	char args[2048], cmd[2 * PATH_MAX + 4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof args, fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof cmd, "%s%s%s'%s' %s >%s/stdout 2>%s/stderr", cwd ? "cd " : "", cwd ? cwd : "",
-		 cwd ? " && " : "", bin, args, dir, dir);
-	int status = system(cmd);
-	cr_assert(WIFEXITED(status), "kiln did not exit normally: %s", cmd);
-	return WEXITSTATUS(status);
-}
-
+#define kiln_in(cwd, ...) proc_kiln(bin, cwd, dir, "stdout", "stderr", __VA_ARGS__)
 #define kiln(...) kiln_in(NULL, __VA_ARGS__)
-
-static char *slurp(const char *name)
-{
-	static char text[1 << 16];
-	char path[256];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "%s", path);
-	size_t n = fread(text, 1, sizeof text - 1, f);
-	text[n] = '\0';
-	fclose(f);
-	return text;
-}
+#define slurp(name) proc_slurp(dir, name, NULL)
 
 static void write_file(const char *name, const void *data, size_t len)
 {
@@ -149,6 +121,10 @@ Test(run, json_is_the_ended_job_with_its_failures)
 	cr_expect_eq(json_integer_value(json_object_get(items, "done")), NSAMPLES);
 	cr_expect_eq(json_integer_value(json_object_get(items, "failed")), 1);
 	cr_expect_eq(json_integer_value(json_object_get(json_object_get(job, "spec"), "shard_size")), 2);
+	cr_expect(json_is_true(json_object_get(json_object_get(job, "spec"), "measure_psnr")));
+	double psnr = json_number_value(json_object_get(job, "psnr_mean_db"));
+	cr_expect(json_is_number(json_object_get(job, "psnr_mean_db")) && psnr > 10 && psnr <= 99, "psnr %f", psnr);
+	cr_expect(json_is_number(json_object_get(job, "mpix")) && json_is_number(json_object_get(job, "mpix_per_s")));
 	json_t *failures = json_object_get(job, "failures");
 	cr_assert_eq(json_array_size(failures), 1);
 	const char *input = json_string_value(json_object_get(json_array_get(failures, 0), "input"));
@@ -175,6 +151,11 @@ Test(run, an_all_good_folder_with_relative_paths_exits_0_and_leaves_no_state)
 		texture_levels(name);
 	}
 	cr_expect(strstr(slurp("stdout"), "6 of 6 images written") != NULL, "%s", slurp("stdout"));
+	/* issue 6's summary: throughput in Mpix and the textures' mean PSNR (kiln run asks
+	 * the worker to measure it) */
+	cr_expect(strstr(slurp("stdout"), " Mpix, ") != NULL && strstr(slurp("stdout"), " Mpix/s, mean PSNR ") != NULL,
+		  "%s", slurp("stdout"));
+	cr_expect(strstr(slurp("stdout"), "mean PSNR n/a") == NULL, "PSNR was measured: %s", slurp("stdout"));
 	cr_expect(strstr(slurp("stdout"), "failed:") == NULL);
 	char cmd[PATH_MAX + 1024];
 	snprintf(cmd, sizeof cmd, "TMPDIR=%s '%s' run --input %s/in --output %s/o2 -q >/dev/null 2>&1", tmp, bin, dir, dir);

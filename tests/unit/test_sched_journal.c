@@ -6,10 +6,12 @@
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/proto.h"
 #include "sched_sim.h"
 #include "scheduler/jobs.h"
 #include "scheduler/journal.h"
@@ -292,4 +294,125 @@ Test(sched_journal, jobs_resume_with_compaction_on_every_commit)
 	struct stat sb;
 	cr_assert_eq(stat(path, &sb), 0);
 	cr_expect_lt(sb.st_size, 20000, "journal of %lld bytes", (long long)sb.st_size);
+}
+
+/* Finishes every shard: items ok with psnr 3000 + id (centi-dB) and 100 pixels each, except
+ * item 0, which fails with an error text that needs escaping in the journal's records. */
+static void finish_with_quality(kiln_jobs *js, const char *error)
+{
+	kiln_lease lease;
+	json_t *msg;
+	while (kiln_jobs_next_shard(js, NULL, &lease, &msg) == KILN_OK) {
+		json_t *res = json_pack("{s:i, s:s, s:O, s:O, s:O, s:[]}", "v", 1, "type", "result", "job",
+					json_object_get(msg, "job"), "shard", json_object_get(msg, "shard"), "lease",
+					json_object_get(msg, "lease"), "items");
+		size_t i;
+		const json_t *it;
+		json_array_foreach(json_object_get(msg, "items"), i, it) {
+			json_int_t id = json_integer_value(json_object_get(it, "id"));
+			json_array_append_new(json_object_get(res, "items"),
+					      id == 0 ? json_pack("{s:I, s:s, s:s}", "id", id, "status", "error", "error", error)
+						      : json_pack("{s:I, s:s, s:i, s:i, s:I, s:i}", "id", id, "status", "ok",
+								  "bytes", 10, "psnr", 3000 + (int)id, "pixels",
+								  (json_int_t)100, "bytes_in", 20));
+		}
+		kiln_msg_type type;
+		cr_assert_eq(kiln_proto_validate(res, &type, NULL, 0), KILN_OK, "the test's result is valid");
+		bool applied;
+		kiln_lease closed;
+		cr_assert_eq(kiln_jobs_complete(js, res, &applied, &closed), KILN_OK);
+		cr_assert(applied);
+		json_decref(res);
+		json_decref(msg);
+	}
+}
+
+static void expect_quality(kiln_jobs *js, const char *error)
+{
+	json_t *view;
+	cr_assert_eq(kiln_jobs_view(js, "j1", &view), KILN_OK);
+	/* items 1..9 ok: psnr 3001..3009 centi-dB, mean 30.05 dB; 9 x 100 pixels */
+	cr_expect_float_eq(json_number_value(json_object_get(view, "psnr_mean_db")), 30.05, 1e-9);
+	cr_expect_float_eq(json_number_value(json_object_get(view, "mpix")), 900 / 1e6, 1e-12);
+	cr_expect(json_is_number(json_object_get(view, "mpix_per_s")));
+	cr_expect_eq(count(view, "done"), 9);
+	json_decref(view);
+	cr_assert_eq(kiln_jobs_failures(js, "j1", 0, 10, &view), KILN_OK);
+	json_t *f = json_array_get(json_object_get(view, "failures"), 0);
+	cr_expect_str_eq(json_string_value(json_object_get(f, "error")), error);
+	json_decref(view);
+}
+
+static void check_quality(uint64_t compact)
+{
+	static const char error[] = "bad \"name\" \\ tab\t nl\n ctl\x01 caf\xc3\xa9 \xe2\x82\xac /";
+	kiln_jobs *js = open_jobs(compact);
+	json_t *spec = list_spec(10, 3), *view;
+	json_object_set_new(spec, "max_attempts", json_integer(1));
+	json_object_set_new(spec, "measure_psnr", json_true());
+	bool created;
+	char err[256];
+	cr_assert_eq(kiln_jobs_submit(js, spec, NULL, &view, &created, err, sizeof err), KILN_OK, "%s", err);
+	cr_expect(json_is_true(json_object_get(json_object_get(view, "spec"), "measure_psnr")));
+	cr_expect(json_is_null(json_object_get(view, "psnr_mean_db")), "no PSNR before any result");
+	json_decref(view);
+	finish_with_quality(js, error);
+	expect_quality(js, error);
+	kiln_jobs_close(js);
+	/* the figures and the escaped error come back from the journal */
+	js = open_jobs(compact);
+	expect_quality(js, error);
+	kiln_jobs_close(js);
+	json_decref(spec);
+}
+
+Test(sched_journal, psnr_pixels_and_escaped_errors_survive_reopen)
+{
+	check_quality(0);
+}
+
+Test(sched_journal, psnr_pixels_and_escaped_errors_survive_compaction)
+{
+	check_quality(1);
+}
+
+Test(sched_journal, shard_messages_are_valid_and_measure_psnr_defaults_to_false)
+{
+	kiln_jobs *js = open_jobs(0);
+	json_t *spec = list_spec(3, 2), *view;
+	json_array_append_new(json_object_get(spec, "input"), json_string("s3://bucket/in/sp ace\"q\\.png"));
+	bool created;
+	char err[256];
+	cr_assert_eq(kiln_jobs_submit(js, spec, NULL, &view, &created, err, sizeof err), KILN_OK, "%s", err);
+	cr_expect(json_is_false(json_object_get(json_object_get(view, "spec"), "measure_psnr")));
+	json_decref(view);
+	kiln_buf out;
+	kiln_buf_init(&out, KILN_PROTO_MAX_FRAME);
+	kiln_lease lease;
+	int shards = 0;
+	bool found = false;
+	while (kiln_jobs_next_shard_text(js, NULL, &lease, &out) == KILN_OK) {
+		json_t *msg;
+		kiln_msg_type type;
+		cr_assert_eq(kiln_proto_parse(out.data, out.len, &msg, &type, err, sizeof err), KILN_OK, "%s", err);
+		cr_expect_eq(type, KILN_MSG_SHARD);
+		cr_expect(json_is_false(json_object_get(json_object_get(msg, "options"), "measure_psnr")));
+		/* what json_dumps writes for the same message, byte for byte */
+		char *dumped = json_dumps(msg, JSON_COMPACT);
+		cr_expect(strlen(dumped) == out.len && memcmp(dumped, out.data, out.len) == 0, "%s\n%.*s", dumped,
+			  (int)out.len, (const char *)out.data);
+		free(dumped);
+		size_t i;
+		const json_t *it;
+		json_array_foreach(json_object_get(msg, "items"), i, it)
+			found |= strcmp(json_string_value(json_object_get(it, "input")),
+					"s3://bucket/in/sp ace\"q\\.png") == 0;
+		json_decref(msg);
+		shards++;
+	}
+	cr_expect_eq(shards, 2);
+	cr_expect(found, "the name with a quote and a backslash arrived intact");
+	kiln_buf_free(&out);
+	json_decref(spec);
+	kiln_jobs_close(js);
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc_util.h"
 #include "sched_sim.h"
 
 #define NITEMS 40
@@ -20,50 +21,18 @@
 static char dir[128], state[256], endpoint[64], base[64];
 static pid_t pid = -1;
 
-static const char *kiln_bin(void)
-{
-	const char *bin = getenv("KILN_BIN");
-	return bin ? bin : "build/kiln";
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 /* Starts the scheduler (with a token file if token is set) and waits for /healthz. */
 static void start(const char *token_file)
 {
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		char log[256];
-		snprintf(log, sizeof log, "%s/scheduler.log", dir);
-		if (!freopen(log, "a", stderr))
-			_exit(127);
-		execl(kiln_bin(), "kiln", "scheduler", "--listen", endpoint, "--http", base + 7, "--state-dir", state,
-		      "--heartbeat-ms", "100", token_file ? "--token-file" : NULL, token_file, (char *)NULL);
-		_exit(127);
-	}
-	char url[128];
-	snprintf(url, sizeof url, "%s/healthz", base);
-	for (int i = 0; i < 100; i++) {
-		if (sim_http("GET", url, NULL, NULL, NULL, NULL, 0, NULL, 0) == 200)
-			return;
-		sleep_ms(50);
-	}
-	cr_assert_fail("the scheduler did not come up (see %s/scheduler.log)", dir);
+	char log[256];
+	snprintf(log, sizeof log, "%s/scheduler.log", dir);
+	const char *const argv[] = {"kiln", "scheduler", "--listen", endpoint, "--http", base + 7, "--state-dir", state,
+				    "--heartbeat-ms", "100", token_file ? "--token-file" : NULL, token_file, NULL};
+	pid = proc_spawn(&(proc_spec){.log = log, .out = PROC_STDOUT_INHERIT}, argv);
+	cr_assert(proc_wait_healthy(base), "the scheduler did not come up (see %s/scheduler.log)", dir);
 }
 
-static void kill9(void)
-{
-	if (pid > 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		pid = -1;
-	}
-}
+#define kill9() proc_kill(&pid, SIGKILL)
 
 static void setup(void)
 {
@@ -75,11 +44,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	if (pid > 0) {
-		kill(pid, SIGTERM);
-		waitpid(pid, NULL, 0);
-		pid = -1;
-	}
+	proc_kill(&pid, SIGTERM);
 	sim_rmdir(dir);
 }
 
@@ -181,31 +146,8 @@ Test(sched_restart, kill_9_mid_job_resumes_without_redoing_acknowledged_items)
 }
 
 /* Runs the kiln binary with args; stdout to dir/out, stderr to dir/err. */
-static int kiln(const char *fmt, ...)
-{
-	char args[2048], cmd[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof args, fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof cmd, "%s %s >%s/out 2>%s/err", kiln_bin(), args, dir, dir);
-	int status = system(cmd);
-	cr_assert(WIFEXITED(status), "%s", cmd);
-	return WEXITSTATUS(status);
-}
-
-static char *slurp(const char *name)
-{
-	static char text[1 << 16];
-	char path[256];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	FILE *f = fopen(path, "r");
-	cr_assert_not_null(f);
-	size_t n = fread(text, 1, sizeof text - 1, f);
-	text[n] = '\0';
-	fclose(f);
-	return text;
-}
+#define kiln(...) proc_kiln(NULL, NULL, dir, "out", "err", __VA_ARGS__)
+#define slurp(name) proc_slurp(dir, name, NULL)
 
 Test(sched_restart, client_commands)
 {

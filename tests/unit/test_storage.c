@@ -425,13 +425,28 @@ static void stop_fault(void)
 	fault_stop(&fs);
 }
 
+/* A default config pointing at the fault server (endpoint: cap bytes, kept by cfg). */
+static void fault_config(kiln_storage_config *cfg, char *endpoint, size_t cap)
+{
+	snprintf(endpoint, cap, "http://127.0.0.1:%d", fs.port);
+	kiln_storage_config_init(cfg);
+	cfg->endpoint = endpoint;
+}
+
+/* The first failures requests get HTTP status with S3 error code; the rest succeed. */
+static void fail_then_ok(int failures, int status, const char *code)
+{
+	fs.mode = FAULT_FAIL_THEN_OK;
+	fs.failures = failures;
+	fs.status = status;
+	fs.code = code;
+}
+
 static kiln_storage *fault_storage(unsigned attempts, const char *token)
 {
 	char endpoint[64];
 	kiln_storage_config cfg;
-	snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", fs.port);
-	kiln_storage_config_init(&cfg);
-	cfg.endpoint = endpoint;
+	fault_config(&cfg, endpoint, sizeof endpoint);
 	cfg.access_key_id = "AKIDFAULTTEST";
 	cfg.secret_access_key = "fault/secret/key";
 	cfg.session_token = token;
@@ -460,10 +475,7 @@ static double seconds_since(const struct timespec *t0)
 
 Test(storage_retry, slowdown_is_retried_until_it_succeeds)
 {
-	fs.mode = FAULT_FAIL_THEN_OK;
-	fs.failures = 3;
-	fs.status = 503;
-	fs.code = "SlowDown";
+	fail_then_ok(3, 503, "SlowDown");
 	fs.retry_after_s = 0;
 	kiln_storage *st = fault_storage(5, NULL);
 	char msg[KILN_STORAGE_MSG_MAX];
@@ -483,10 +495,7 @@ Test(storage_retry, slowdown_is_retried_until_it_succeeds)
 
 Test(storage_retry, server_errors_give_up_after_max_attempts)
 {
-	fs.mode = FAULT_FAIL_THEN_OK;
-	fs.failures = 1000;
-	fs.status = 500;
-	fs.code = "InternalError";
+	fail_then_ok(1000, 500, "InternalError");
 	kiln_storage *st = fault_storage(3, NULL);
 	char msg[KILN_STORAGE_MSG_MAX];
 	kiln_buf b;
@@ -502,15 +511,10 @@ Test(storage_retry, server_errors_give_up_after_max_attempts)
 
 Test(storage_retry, backoff_grows_exponentially_with_jitter)
 {
-	fs.mode = FAULT_FAIL_THEN_OK;
-	fs.failures = 1000;
-	fs.status = 503;
-	fs.code = "SlowDown";
+	fail_then_ok(1000, 503, "SlowDown");
 	char endpoint[64];
 	kiln_storage_config cfg;
-	snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", fs.port);
-	kiln_storage_config_init(&cfg);
-	cfg.endpoint = endpoint;
+	fault_config(&cfg, endpoint, sizeof endpoint);
 	cfg.max_attempts = 4;
 	cfg.backoff_base_ms = 60;
 	cfg.backoff_max_ms = 5000;
@@ -531,10 +535,7 @@ Test(storage_retry, backoff_grows_exponentially_with_jitter)
 
 Test(storage_retry, too_many_requests_is_retried)
 {
-	fs.mode = FAULT_FAIL_THEN_OK;
-	fs.failures = 1;
-	fs.status = 429;
-	fs.code = "TooManyRequests";
+	fail_then_ok(1, 429, "TooManyRequests");
 	kiln_storage *st = fault_storage(5, NULL);
 	kiln_buf b;
 	kiln_buf_init(&b, 1024);
@@ -546,10 +547,7 @@ Test(storage_retry, too_many_requests_is_retried)
 
 static void expect_not_retried(int status, const char *code, kiln_status expected)
 {
-	fs.mode = FAULT_FAIL_THEN_OK;
-	fs.failures = 1000;
-	fs.status = status;
-	fs.code = code;
+	fail_then_ok(1000, status, code);
 	kiln_storage *st = fault_storage(5, NULL);
 	char msg[KILN_STORAGE_MSG_MAX], want[64];
 	kiln_buf b;
@@ -596,9 +594,7 @@ Test(storage_retry, timeouts_are_retried)
 	fs.mode = FAULT_SILENT;
 	char endpoint[64];
 	kiln_storage_config cfg;
-	snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", fs.port);
-	kiln_storage_config_init(&cfg);
-	cfg.endpoint = endpoint;
+	fault_config(&cfg, endpoint, sizeof endpoint);
 	cfg.max_attempts = 2;
 	cfg.backoff_base_ms = 1;
 	cfg.request_timeout_ms = 200;
@@ -615,10 +611,7 @@ Test(storage_retry, timeouts_are_retried)
 
 Test(storage_retry, retry_after_is_honoured)
 {
-	fs.mode = FAULT_FAIL_THEN_OK;
-	fs.failures = 1;
-	fs.status = 503;
-	fs.code = "SlowDown";
+	fail_then_ok(1, 503, "SlowDown");
 	fs.retry_after_s = 1;
 	kiln_storage *st = fault_storage(3, NULL);
 	kiln_buf b;
@@ -703,9 +696,7 @@ Test(storage_retry, batches_run_concurrently_within_the_limit)
 	fs.delay_ms = 200;
 	char endpoint[64];
 	kiln_storage_config cfg;
-	snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", fs.port);
-	kiln_storage_config_init(&cfg);
-	cfg.endpoint = endpoint;
+	fault_config(&cfg, endpoint, sizeof endpoint);
 	cfg.concurrency = 4;
 	kiln_storage *st = make_storage(&cfg);
 	static char uris[N][64];

@@ -290,3 +290,53 @@ Test(texenc, destroy_with_batches_in_flight)
 	kiln_texenc_destroy(enc); /* frees the uncollected textures */
 	free_images(img, 3);
 }
+
+/* ASTC through the front end: the footprint from the options, mip chains, and a batch
+ * mixing sRGB and linear images (encoded in two codec calls) giving each image the bytes
+ * it gets alone; bad footprints are refused. */
+Test(texenc, astc_batches_mix_colour_spaces_and_keep_mip_chains)
+{
+	kiln_device cpu = {KILN_DEVICE_CPU, 0};
+	kiln_texenc_opts opts;
+	kiln_texenc_opts_default(&opts);
+	opts.format = KILN_TEXFMT_ASTC;
+	opts.block_w = 7;
+	opts.block_h = 7;
+	kiln_texenc *enc;
+	cr_expect_eq(kiln_texenc_create(&cpu, &opts, pool, &enc), KILN_ERR_INVALID_ARG);
+	opts.block_w = 6;
+	opts.block_h = 5;
+	opts.quality = KILN_QUALITY_FAST;
+	opts.mipmaps = true;
+	cr_assert_eq(kiln_texenc_create(&cpu, &opts, pool, &enc), KILN_OK);
+	cr_expect(!kiln_texenc_gpu_supported(KILN_TEXFMT_ASTC));
+	cr_expect(kiln_texenc_gpu_supported(KILN_TEXFMT_BC1_RGB));
+	enum { N = 5 };
+	kiln_image images[N];
+	make_images(images, N, 3);
+	for (size_t i = 0; i < N; i++)
+		images[i].srgb = i % 2 == 0;
+	kiln_texture all[N], one[N];
+	kiln_status st[N];
+	cr_assert_eq(kiln_texenc_encode(enc, images, N, all, st), KILN_OK);
+	for (size_t i = 0; i < N; i++) {
+		cr_assert_eq(st[i], KILN_OK);
+		cr_expect_eq(all[i].format, KILN_TEXFMT_ASTC);
+		cr_expect_eq(all[i].block_w, 6u);
+		cr_expect_eq(all[i].block_h, 5u);
+		cr_expect_eq(all[i].srgb, images[i].srgb);
+		cr_expect_eq(all[i].num_levels, kiln_mip_count(images[i].width, images[i].height));
+		for (uint32_t l = 0; l < all[i].num_levels; l++)
+			cr_expect_eq(all[i].levels[l].size,
+				     (size_t)((all[i].levels[l].width + 5) / 6) * ((all[i].levels[l].height + 4) / 5) * 16);
+		cr_assert_eq(kiln_texenc_encode(enc, &images[i], 1, &one[i], &st[i]), KILN_OK);
+		cr_assert_eq(st[i], KILN_OK);
+	}
+	expect_same_textures(all, one, N);
+	for (size_t i = 0; i < N; i++) {
+		kiln_texture_free_levels(&all[i]);
+		kiln_texture_free_levels(&one[i]);
+	}
+	free_images(images, N);
+	kiln_texenc_destroy(enc);
+}

@@ -23,6 +23,8 @@
 #include "common/proto.h"
 #include "common/storage.h"
 #include "kernels/texenc.h"
+#include "proc_util.h"
+#include "sched_sim.h"
 #include "storage_testutil.h"
 
 static char dir[64];
@@ -40,12 +42,6 @@ typedef struct fake_sched {
 } fake_sched;
 
 static fake_sched sched;
-
-static const char *kiln_bin(void)
-{
-	const char *bin = getenv("KILN_BIN");
-	return bin ? bin : "build/kiln";
-}
 
 static long long now_ms(void)
 {
@@ -176,12 +172,8 @@ static void start_worker(const char *extra)
 	char cmd[2048];
 	snprintf(cmd, sizeof cmd, "exec %s worker --connect %s --devices cpu %s 2>>%s/worker.log", kiln_bin(),
 		 sched.endpoint, extra, dir);
-	worker_pid = fork();
-	cr_assert_geq(worker_pid, 0);
-	if (worker_pid == 0) {
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
+	const char *const argv[] = {"sh", "-c", cmd, NULL};
+	worker_pid = proc_spawn(&(proc_spec){.path = "/bin/sh", .out = PROC_STDOUT_INHERIT}, argv);
 }
 
 /* Exit status of the worker, waiting up to timeout_ms; -1 if it is still running. */
@@ -198,10 +190,7 @@ static int wait_worker(int timeout_ms)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static bool worker_alive(void)
-{
-	return worker_pid > 0 && waitpid(worker_pid, NULL, WNOHANG) == 0;
-}
+#define worker_alive() proc_alive(worker_pid)
 
 static void write_file(const char *name, const void *data, size_t len)
 {
@@ -212,11 +201,8 @@ static void write_file(const char *name, const void *data, size_t len)
 
 static void setup(void)
 {
-	strcpy(dir, "/tmp/kiln-wcli-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	char cmd[256];
-	snprintf(cmd, sizeof cmd, "%s samples -o %s/in >/dev/null", kiln_bin(), dir);
-	cr_assert_eq(system(cmd), 0, "kiln samples failed");
+	sim_mkdtemp(dir, sizeof dir, "wcli");
+	kiln_samples(NULL, dir);
 	kiln_buf f;
 	kiln_buf_init(&f, 1 << 20);
 	char path[256];
@@ -314,8 +300,9 @@ Test(worker_client, ready_announces_slots_devices_and_codecs)
 	cr_expect_str_eq(str(json_array_get(devices, 0), "id"), "cpu");
 	cr_expect_gt(json_integer_value(json_object_get(json_array_get(devices, 0), "threads")), 0);
 	json_t *codecs = json_object_get(ready, "codecs");
-	cr_expect_eq(json_array_size(codecs), 1);
+	cr_expect_eq(json_array_size(codecs), 2);
 	cr_expect_str_eq(json_string_value(json_array_get(codecs, 0)), "bc1");
+	cr_expect_str_eq(json_string_value(json_array_get(codecs, 1)), "astc");
 	cr_expect_eq(json_array_size(json_object_get(ready, "held")), 0);
 	char host[128] = "";
 	gethostname(host, sizeof host);
@@ -553,12 +540,22 @@ Test(worker_client, unsupported_options_fail_every_item_with_a_reason)
 	start_worker("");
 	json_decref(expect_ready(5000));
 	static const char *const names[] = {"gradient.png", "pixel.png"};
-	sched_send(&sched, make_shard("j5", "j5.s0", 1, names, 2, json_pack("{s:s}", "format", "astc")));
+	sched_send(&sched, make_shard("j5", "j5.s0", 1, names, 2, json_pack("{s:s}", "format", "png")));
 	json_t *res = sched_expect(&sched, KILN_MSG_RESULT, 5000);
 	for (size_t i = 0; i < 2; i++) {
 		json_t *it = json_array_get(json_object_get(res, "items"), i);
 		cr_expect_str_eq(str(it, "status"), "error");
-		cr_expect(strstr(str(it, "error"), "astc") != NULL, "%s", str(it, "error"));
+		cr_expect(strstr(str(it, "error"), "png") != NULL, "%s", str(it, "error"));
+	}
+	json_decref(res);
+	/* astc is supported, but an .astc file holds no mip chain */
+	sched_send(&sched, make_shard("j5", "j5.s1", 1, names, 2,
+				      json_pack("{s:s, s:s, s:b}", "format", "astc", "block", "6x6", "mipmaps", 1)));
+	res = sched_expect(&sched, KILN_MSG_RESULT, 5000);
+	for (size_t i = 0; i < 2; i++) {
+		json_t *it = json_array_get(json_object_get(res, "items"), i);
+		cr_expect_str_eq(str(it, "status"), "error");
+		cr_expect(strstr(str(it, "error"), "ktx2") != NULL, "%s", str(it, "error"));
 	}
 	json_decref(res);
 }
