@@ -43,6 +43,7 @@ typedef struct item {
 	kiln_image image;    /* decoded pixels, between decode and encode */
 	size_t reserved;     /* pixel budget held for image */
 	kiln_texture tex;    /* encoded levels, between encode and upload */
+	uint64_t pixels;     /* level 0's width x height, for the result */
 	struct item *next;   /* queue link */
 } item;
 
@@ -722,6 +723,8 @@ static void *upload_main(void *arg)
 			kiln_buf_init(&it->data, MAX_OUTPUT_BYTES);
 			kiln_status cs = open_st != KILN_OK ? open_st
 				       : kiln_container_write(it->shard->container, &it->tex, &it->data);
+			/* reported with the item's result once its upload succeeds */
+			it->pixels = (uint64_t)it->tex.levels[0].width * it->tex.levels[0].height;
 			kiln_texture_free_levels(&it->tex);
 			memset(&it->tex, 0, sizeof it->tex);
 			if (cs != KILN_OK) {
@@ -750,6 +753,7 @@ static void *upload_main(void *arg)
 				continue;
 			}
 			it->shard->results[it->index].bytes = it->data.len;
+			it->shard->results[it->index].pixels = it->pixels;
 			item_finish(p, it, KILN_OK, NULL);
 		}
 	}

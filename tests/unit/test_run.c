@@ -125,6 +125,10 @@ Test(run, json_is_the_ended_job_with_its_failures)
 	double psnr = json_number_value(json_object_get(job, "psnr_mean_db"));
 	cr_expect(json_is_number(json_object_get(job, "psnr_mean_db")) && psnr > 10 && psnr <= 99, "psnr %f", psnr);
 	cr_expect(json_is_number(json_object_get(job, "mpix")) && json_is_number(json_object_get(job, "mpix_per_s")));
+	/* the samples hold 204,706 pixels (kiln samples: 256x256, 300x200, 123x77, 5x3, 1x1, 4099x17) */
+	double mpix = json_number_value(json_object_get(job, "mpix"));
+	cr_expect(mpix > 0.2047 && mpix < 0.2048, "mpix %f", mpix);
+	cr_expect_gt(json_number_value(json_object_get(job, "mpix_per_s")), 0);
 	json_t *failures = json_object_get(job, "failures");
 	cr_assert_eq(json_array_size(failures), 1);
 	const char *input = json_string_value(json_object_get(json_array_get(failures, 0), "input"));
