@@ -472,18 +472,19 @@ static int parse_job_command(client *c, int argc, char **argv, const char *usage
 
 #define JOB_USAGE(cmd, what) "usage: kiln " cmd " [OPTIONS] JOB\n\n" what "\n\noptions:\n" COMMON_HELP
 
-int cli_status(int argc, char **argv)
+/* status and cancel: one request on the job, its answer printed as a line or as JSON. */
+static int job_request(int argc, char **argv, const char *cmd, const char *method, const char *usage)
 {
 	client c;
 	const char *id;
 	char path[64];
 	json_t *job;
-	cli_client_init(&c, "status");
-	int rc = parse_job_command(&c, argc, argv, JOB_USAGE("status", "Show a job's state and progress."), &id);
+	cli_client_init(&c, cmd);
+	int rc = parse_job_command(&c, argc, argv, usage, &id);
 	if (rc != CLI_EXIT_OK)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	if ((rc = job_path(&c, id, "", path, sizeof path)) != CLI_EXIT_OK ||
-	    (rc = cli_client_call(&c, "GET", path, NULL, NULL, &job)) != CLI_EXIT_OK)
+	    (rc = cli_client_call(&c, method, path, NULL, NULL, &job)) != CLI_EXIT_OK)
 		return rc;
 	if (c.json)
 		cli_print_json(job);
@@ -491,6 +492,11 @@ int cli_status(int argc, char **argv)
 		cli_print_job_line(stdout, job);
 	json_decref(job);
 	return CLI_EXIT_OK;
+}
+
+int cli_status(int argc, char **argv)
+{
+	return job_request(argc, argv, "status", "GET", JOB_USAGE("status", "Show a job's state and progress."));
 }
 
 int cli_wait(int argc, char **argv)
@@ -509,23 +515,7 @@ int cli_wait(int argc, char **argv)
 
 int cli_cancel(int argc, char **argv)
 {
-	client c;
-	const char *id;
-	char path[64];
-	json_t *job;
-	cli_client_init(&c, "cancel");
-	int rc = parse_job_command(&c, argc, argv, JOB_USAGE("cancel", "Cancel a job; finished items stay."), &id);
-	if (rc != CLI_EXIT_OK)
-		return rc < 0 ? CLI_EXIT_OK : rc;
-	if ((rc = job_path(&c, id, "", path, sizeof path)) != CLI_EXIT_OK ||
-	    (rc = cli_client_call(&c, "DELETE", path, NULL, NULL, &job)) != CLI_EXIT_OK)
-		return rc;
-	if (c.json)
-		cli_print_json(job);
-	else
-		cli_print_job_line(stdout, job);
-	json_decref(job);
-	return CLI_EXIT_OK;
+	return job_request(argc, argv, "cancel", "DELETE", JOB_USAGE("cancel", "Cancel a job; finished items stay."));
 }
 
 int cli_failures(int argc, char **argv)

@@ -84,10 +84,8 @@ int cli_decode(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			break;
 		case OPT_DEVICE:
-			if (kiln_device_parse(optarg, &dev) != KILN_OK) {
-				fprintf(stderr, "kiln decode: --device is auto, cpu, gpu or gpu:N, not '%s'\n", optarg);
+			if (!cli_parse_device("decode", optarg, &dev))
 				return CLI_EXIT_USAGE;
-			}
 			break;
 		case OPT_SRGB: srgb = true; break;
 		case 'o': output = optarg; break;

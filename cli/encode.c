@@ -192,10 +192,8 @@ static int parse_args(int argc, char **argv, encode_args *a)
 			a->opts.alpha_cutoff = (int)v;
 			break;
 		case OPT_DEVICE:
-			if (kiln_device_parse(optarg, &a->device) != KILN_OK) {
-				fprintf(stderr, "kiln encode: --device is auto, cpu, gpu or gpu:N, not '%s'\n", optarg);
+			if (!cli_parse_device("encode", optarg, &a->device))
 				return CLI_EXIT_USAGE;
-			}
 			break;
 		case OPT_BATCH:
 			if (!cli_parse_long("encode", "--batch", optarg, 1, 1024, &a->batch))

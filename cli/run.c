@@ -128,11 +128,12 @@ static bool local_uri(const char *arg, char *out, size_t cap)
 	return true;
 }
 
-/* --device (kiln encode's words) as a --devices spec (kiln worker's). */
+/* --device (kiln encode's words) as a --devices spec (kiln worker's); false (with a
+ * message) when arg is not one. */
 static bool device_spec(const char *arg, char *out, size_t cap)
 {
 	kiln_device dev;
-	if (kiln_device_parse(arg, &dev) != KILN_OK)
+	if (!cli_parse_device("run", arg, &dev))
 		return false;
 	if (dev.kind == KILN_DEVICE_AUTO)
 		snprintf(out, cap, "all");
@@ -182,10 +183,8 @@ static int parse_args(int argc, char **argv, run_args *a, char *devices_buf, siz
 				json_object_set_new(a->spec, "output", json_string(path));
 			break;
 		case OPT_DEVICE:
-			if (!device_spec(optarg, devices_buf, devices_cap)) {
-				fprintf(stderr, "kiln run: --device is auto, cpu, gpu or gpu:N, not '%s'\n", optarg);
+			if (!device_spec(optarg, devices_buf, devices_cap))
 				return CLI_EXIT_USAGE;
-			}
 			a->devices = devices_buf;
 			break;
 		case OPT_DEVICES: a->devices = optarg; break;

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 bool cli_parse_long(const char *cmd, const char *opt, const char *arg, long min, long max, long *out)
 {
 	char *end;
@@ -22,6 +24,15 @@ bool cli_parse_long(const char *cmd, const char *opt, const char *arg, long min,
 		return false;
 	}
 	*out = v;
+	return true;
+}
+
+bool cli_parse_device(const char *cmd, const char *arg, kiln_device *out)
+{
+	if (kiln_device_parse(arg, out) != KILN_OK) {
+		fprintf(stderr, "kiln %s: --device is auto, cpu, gpu or gpu:N, not '%s'\n", cmd, arg);
+		return false;
+	}
 	return true;
 }
 
@@ -63,9 +74,7 @@ bool cli_write_private(const char *cmd, const char *path, const char *text, unsi
 
 double cli_now(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+	return kiln_now_s();
 }
 
 void cli_progress_start(cli_progress *p, size_t total, bool quiet)

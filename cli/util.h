@@ -6,8 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/gpu.h"
+
 /* Parses a decimal integer in [min, max]; false (with a message naming opt) otherwise. */
 bool cli_parse_long(const char *cmd, const char *opt, const char *arg, long min, long max, long *out);
+
+/* Parses a --device value (auto, cpu, gpu or gpu:N); false (with a message naming cmd) otherwise. */
+bool cli_parse_device(const char *cmd, const char *arg, kiln_device *out);
 
 /* dir/<input's base name without extension>.ext into out; false if it does not fit. */
 bool cli_output_name(const char *dir, const char *input, const char *ext, char *out, size_t cap);

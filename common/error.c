@@ -2,6 +2,8 @@
 #include "error.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 static const char *const messages[KILN_ERR_COUNT_] = {
 	[KILN_OK] = "success",
@@ -40,4 +42,14 @@ kiln_status kiln_status_from_errno(int err)
 	case EFBIG: case ENAMETOOLONG: return KILN_ERR_TOO_LARGE;
 	default: return KILN_ERR_IO;
 	}
+}
+
+void kiln_msgf(char *msg, size_t cap, const char *fmt, ...)
+{
+	if (!msg || !cap)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, cap, fmt, ap);
+	va_end(ap);
 }

@@ -3,6 +3,8 @@
 #ifndef KILN_ERROR_H
 #define KILN_ERROR_H
 
+#include <stddef.h>
+
 typedef enum kiln_status {
 	KILN_OK = 0,
 	KILN_ERR_NOMEM,        /* an allocation failed */
@@ -27,5 +29,8 @@ const char *kiln_strerror(kiln_status status);
 
 /* Maps an errno value to the closest kiln_status. */
 kiln_status kiln_status_from_errno(int err);
+
+/* printf into a caller's message buffer; msg may be NULL or cap 0 (then nothing happens). */
+void kiln_msgf(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

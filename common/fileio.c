@@ -43,9 +43,7 @@ static kiln_status write_all(int fd, const uint8_t *p, size_t size)
 	return KILN_OK;
 }
 
-/* Makes a rename in dir durable. File systems that cannot fsync a directory say EINVAL
- * (or ENOTSUP); that is no failure of ours. */
-static kiln_status sync_dir(const char *dir)
+kiln_status kiln_fsync_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -126,7 +124,7 @@ kiln_status kiln_file_write_atomic(const char *path, const void *data, size_t si
 		goto fail;
 	}
 	created = false;  /* the temporary name is gone now */
-	st = sync_dir(dir);
+	st = kiln_fsync_dir(dir);
 fail:
 	if (fd >= 0)
 		close(fd);

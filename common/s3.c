@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/sigv4.h"
 #include "common/xmlscan.h"
@@ -141,13 +142,6 @@ static void init_curl(void)
 	curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* splitmix64: small, seedable, and good enough to spread retries apart. */
 static uint64_t next_random(kiln_s3 *s3)
 {
@@ -155,16 +149,6 @@ static uint64_t next_random(kiln_s3 *s3)
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
 	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
 	return z ^ (z >> 31);
-}
-
-void kiln_storage_msg(char *msg, size_t cap, const char *fmt, ...)
-{
-	va_list ap;
-	if (!msg || !cap)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, cap, fmt, ap);
-	va_end(ap);
 }
 
 /* ---- configuration ---- */
@@ -227,17 +211,17 @@ static kiln_status copy_secret(char **dst, const char *src)
 static kiln_status check_numbers(const kiln_storage_config *c, char *msg, size_t cap)
 {
 	if (c->part_size < KILN_S3_MIN_PART_SIZE || c->part_size > MAX_SINGLE_PUT) {
-		kiln_storage_msg(msg, cap, "s3: part size must be between 5 MiB and 5 GiB");
+		kiln_msgf(msg, cap, "s3: part size must be between 5 MiB and 5 GiB");
 		return KILN_ERR_INVALID_ARG;
 	}
 	if (c->multipart_threshold > MAX_SINGLE_PUT) {
-		kiln_storage_msg(msg, cap, "s3: multipart threshold must be at most 5 GiB");
+		kiln_msgf(msg, cap, "s3: multipart threshold must be at most 5 GiB");
 		return KILN_ERR_INVALID_ARG;
 	}
 	if (c->concurrency < 1 || c->concurrency > 1024 || c->max_attempts < 1 ||
 	    c->max_attempts > 100 || c->backoff_base_ms > c->backoff_max_ms ||
 	    c->max_response_body < 4096 || c->list_page_size > 1000) {
-		kiln_storage_msg(msg, cap, "s3: concurrency, attempts, backoff, body cap or page "
+		kiln_msgf(msg, cap, "s3: concurrency, attempts, backoff, body cap or page "
 					   "size out of range");
 		return KILN_ERR_INVALID_ARG;
 	}
@@ -252,7 +236,7 @@ kiln_status kiln_s3_create(const kiln_storage_config *cfg, kiln_s3 **out, char *
 	*out = NULL;
 	pthread_once(&curl_once, init_curl);
 	if (curl_init_result != CURLE_OK) {
-		kiln_storage_msg(msg, msg_cap, "s3: curl_global_init failed");
+		kiln_msgf(msg, msg_cap, "s3: curl_global_init failed");
 		return KILN_ERR_IO;
 	}
 	s3 = kiln_calloc(1, sizeof *s3);
@@ -272,7 +256,7 @@ kiln_status kiln_s3_create(const kiln_storage_config *cfg, kiln_s3 **out, char *
 	size_t rlen = strlen(region);
 	if (!rlen || rlen >= sizeof s3->region ||
 	    strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") != rlen) {
-		kiln_storage_msg(msg, msg_cap, "s3: malformed region");
+		kiln_msgf(msg, msg_cap, "s3: malformed region");
 		goto fail;
 	}
 	strcpy(s3->region, region);
@@ -286,7 +270,7 @@ kiln_status kiln_s3_create(const kiln_storage_config *cfg, kiln_s3 **out, char *
 		endpoint = aws;
 	}
 	if (parse_endpoint(s3, endpoint) != KILN_OK) {
-		kiln_storage_msg(msg, msg_cap, "s3: endpoint must be http[s]://host[:port]");
+		kiln_msgf(msg, msg_cap, "s3: endpoint must be http[s]://host[:port]");
 		goto fail;
 	}
 
@@ -300,17 +284,17 @@ kiln_status kiln_s3_create(const kiln_storage_config *cfg, kiln_s3 **out, char *
 		token = from_env("AWS_SESSION_TOKEN", NULL);
 	}
 	if (key && *key && (!secret || !*secret)) {
-		kiln_storage_msg(msg, msg_cap, "s3: an access key id was given without its secret key");
+		kiln_msgf(msg, msg_cap, "s3: an access key id was given without its secret key");
 		goto fail;
 	}
 	if ((st = copy_secret(&s3->access_key, key)) != KILN_OK ||
 	    (st = copy_secret(&s3->secret, s3->access_key ? secret : NULL)) != KILN_OK ||
 	    (st = copy_secret(&s3->token, s3->access_key ? token : NULL)) != KILN_OK) {
-		kiln_storage_msg(msg, msg_cap, "s3: malformed credentials");
+		kiln_msgf(msg, msg_cap, "s3: malformed credentials");
 		goto fail;
 	}
 
-	s3->rng = cfg->jitter_seed ? cfg->jitter_seed : (uint64_t)time(NULL) ^ (uint64_t)now_ms() << 20;
+	s3->rng = cfg->jitter_seed ? cfg->jitter_seed : (uint64_t)time(NULL) ^ (uint64_t)kiln_now_ms() << 20;
 	st = KILN_ERR_NOMEM;
 	s3->multi = curl_multi_init();
 	if (!s3->multi)
@@ -729,7 +713,7 @@ static void schedule_retry(struct engine *eng, struct xfer *x, long http, const 
 	}
 	if (delay > s3->cfg.backoff_max_ms)
 		delay = s3->cfg.backoff_max_ms;
-	x->due_ms = now_ms() + delay;
+	x->due_ms = kiln_now_ms() + delay;
 	x->next = eng->waiting;
 	eng->waiting = x;
 	char key[256], why[96];
@@ -789,13 +773,13 @@ static void xfer_finish(struct engine *eng, struct xfer *x, CURLcode rc)
 	if (x->attempts > 1)
 		snprintf(tries, sizeof tries, " after %u attempts", x->attempts);
 	if (st == KILN_ERR_TOO_LARGE)
-		kiln_storage_msg(msg, sizeof msg, "s3 %s %s/%s: object larger than the %zu-byte buffer", x->op,
+		kiln_msgf(msg, sizeof msg, "s3 %s %s/%s: object larger than the %zu-byte buffer", x->op,
 			job->bucket, key, x->sink ? x->sink->max : 0);
 	else if (rc != CURLE_OK)
-		kiln_storage_msg(msg, sizeof msg, "s3 %s %s/%s: %s%s", x->op, job->bucket, key,
+		kiln_msgf(msg, sizeof msg, "s3 %s %s/%s: %s%s", x->op, job->bucket, key,
 			x->curl_err[0] ? x->curl_err : curl_easy_strerror(rc), tries);
 	else if (st != KILN_OK)
-		kiln_storage_msg(msg, sizeof msg, "s3 %s %s/%s: HTTP %ld%s%s%s", x->op, job->bucket, key, http,
+		kiln_msgf(msg, sizeof msg, "s3 %s %s/%s: HTTP %ld%s%s%s", x->op, job->bucket, key, http,
 			code[0] ? " " : "", code, tries);
 	job_on_xfer(eng, x, st, msg);
 	xfer_free(x);
@@ -1067,7 +1051,7 @@ static void engine_run(kiln_s3 *s3, struct job *jobs, size_t count)
 	for (size_t i = 0; i < count; i++)
 		job_begin(&eng, &jobs[i]);
 	while (eng.ready || eng.waiting || eng.active) {
-		uint64_t now = now_ms(), next_due;
+		uint64_t now = kiln_now_ms(), next_due;
 		promote_due(&eng, now, &next_due);
 		while (eng.ready && eng.active < s3->cfg.concurrency) {
 			struct xfer *x = eng.ready;
@@ -1103,7 +1087,7 @@ static void engine_run(kiln_s3 *s3, struct job *jobs, size_t count)
 		if (!eng.active && !eng.ready && !eng.waiting)
 			break;
 		int timeout = 1000;
-		now = now_ms();
+		now = kiln_now_ms();
 		if (eng.waiting && next_due != UINT64_MAX)
 			timeout = next_due <= now ? 0 : next_due - now < 1000 ? (int)(next_due - now) : 1000;
 		curl_multi_poll(s3->multi, NULL, 0, timeout, NULL);
@@ -1216,7 +1200,7 @@ kiln_status kiln_s3_list(kiln_s3 *s3, const kiln_uri *prefix, const char *glob,
 		engine_run(s3, &job, 1);
 		st = job.status;
 		if (st != KILN_OK) {
-			kiln_storage_msg(msg, msg_cap, "%s", job.msg);
+			kiln_msgf(msg, msg_cap, "%s", job.msg);
 			goto fail;
 		}
 		kiln_xml_span doc = {(const char *)job.xml.data, job.xml.len}, contents;
@@ -1243,7 +1227,7 @@ kiln_status kiln_s3_list(kiln_s3 *s3, const kiln_uri *prefix, const char *glob,
 	st = ls->malformed ? KILN_ERR_CORRUPT : KILN_OK;
 fail:
 	if (ls && ls->malformed)
-		kiln_storage_msg(msg, msg_cap, "s3 ListObjectsV2 %s/%s: malformed response", prefix->bucket,
+		kiln_msgf(msg, msg_cap, "s3 ListObjectsV2 %s/%s: malformed response", prefix->bucket,
 			prefix->path);
 	job_cleanup(&job);
 	free(ls);

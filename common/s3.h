@@ -46,8 +46,4 @@ kiln_status kiln_s3_list(kiln_s3 *s3, const kiln_uri *prefix, const char *glob,
 
 void kiln_s3_stats(const kiln_s3 *s3, kiln_storage_stats *out);
 
-/* printf into a caller's message buffer; msg may be NULL or cap 0. Shared with storage.c. */
-void kiln_storage_msg(char *msg, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
 #endif

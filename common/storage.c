@@ -59,7 +59,7 @@ kiln_status kiln_storage_create(const kiln_storage_config *cfg, kiln_storage **o
 	kiln_status st = KILN_ERR_NOMEM;
 	kiln_storage_config defaults;
 	kiln_storage *s = NULL;
-	kiln_storage_msg(msg, msg_cap, "%s", "");
+	kiln_msgf(msg, msg_cap, "%s", "");
 	if (!out)
 		return KILN_ERR_INVALID_ARG;
 	*out = NULL;
@@ -143,7 +143,7 @@ static void run_file(struct request *r, const char *path)
 	}
 	*r->status = st;
 	if (st != KILN_OK)
-		kiln_storage_msg(r->msg, r->msg_cap, "file %s %s: %s", op_names[r->kind], path,
+		kiln_msgf(r->msg, r->msg_cap, "file %s %s: %s", op_names[r->kind], path,
 				 kiln_strerror(st));
 }
 
@@ -167,7 +167,7 @@ static kiln_status run_requests(kiln_storage *st, struct request *reqs, size_t c
 	size_t n_ops = 0;
 
 	for (size_t i = 0; i < count; i++) {
-		kiln_storage_msg(reqs[i].msg, reqs[i].msg_cap, "%s", "");
+		kiln_msgf(reqs[i].msg, reqs[i].msg_cap, "%s", "");
 		*reqs[i].status = KILN_ERR_NOMEM;
 		if (reqs[i].out)
 			kiln_buf_reset(reqs[i].out);
@@ -182,7 +182,7 @@ static kiln_status run_requests(kiln_storage *st, struct request *reqs, size_t c
 		    (r->kind == KILN_S3_PUT && !r->data && r->size) ||
 		    (ps = kiln_uri_parse(r->uri, u)) != KILN_OK || (u->scheme == KILN_URI_S3 && !u->path[0])) {
 			*r->status = ps != KILN_OK ? ps : KILN_ERR_INVALID_ARG;
-			kiln_storage_msg(r->msg, r->msg_cap, "storage %s: invalid location or arguments: %s",
+			kiln_msgf(r->msg, r->msg_cap, "storage %s: invalid location or arguments: %s",
 				op_names[r->kind], r->uri ? r->uri : "(null)");
 			continue;
 		}
@@ -209,7 +209,7 @@ static kiln_status run_requests(kiln_storage *st, struct request *reqs, size_t c
 			if (r->size_out)
 				*r->size_out = ops[k].size_out;
 			if (*r->status != KILN_OK)
-				kiln_storage_msg(r->msg, r->msg_cap, "%s", rs != KILN_OK ? kiln_strerror(rs) : ops[k].msg);
+				kiln_msgf(r->msg, r->msg_cap, "%s", rs != KILN_OK ? kiln_strerror(rs) : ops[k].msg);
 		}
 	}
 	result = KILN_OK;
@@ -223,7 +223,10 @@ fail:
 	return result;
 }
 
-kiln_status kiln_storage_get_many(kiln_storage *st, kiln_storage_get_item *items, size_t count)
+/* Fills *r from item i of a get_many or put_many array. */
+typedef void (*fill_request_fn)(struct request *r, void *items, size_t i);
+
+static kiln_status run_items(kiln_storage *st, void *items, size_t count, fill_request_fn fill)
 {
 	kiln_status result = KILN_ERR_NOMEM;
 	if (!st || (!items && count))
@@ -232,32 +235,36 @@ kiln_status kiln_storage_get_many(kiln_storage *st, kiln_storage_get_item *items
 	if (!reqs && count)
 		goto fail;
 	for (size_t i = 0; i < count; i++)
-		reqs[i] = (struct request){.kind = KILN_S3_GET, .uri = items[i].uri, .out = items[i].out,
-					   .status = &items[i].status, .msg = items[i].msg,
-					   .msg_cap = sizeof items[i].msg};
+		fill(&reqs[i], items, i);
 	result = run_requests(st, reqs, count);
 fail:
 	free(reqs);
 	return result;
 }
 
+static void fill_get(struct request *r, void *items, size_t i)
+{
+	kiln_storage_get_item *it = (kiln_storage_get_item *)items + i;
+	*r = (struct request){.kind = KILN_S3_GET, .uri = it->uri, .out = it->out,
+			      .status = &it->status, .msg = it->msg, .msg_cap = sizeof it->msg};
+}
+
+static void fill_put(struct request *r, void *items, size_t i)
+{
+	kiln_storage_put_item *it = (kiln_storage_put_item *)items + i;
+	*r = (struct request){.kind = KILN_S3_PUT, .uri = it->uri, .data = it->data,
+			      .size = it->size, .status = &it->status, .msg = it->msg,
+			      .msg_cap = sizeof it->msg};
+}
+
+kiln_status kiln_storage_get_many(kiln_storage *st, kiln_storage_get_item *items, size_t count)
+{
+	return run_items(st, items, count, fill_get);
+}
+
 kiln_status kiln_storage_put_many(kiln_storage *st, kiln_storage_put_item *items, size_t count)
 {
-	kiln_status result = KILN_ERR_NOMEM;
-	if (!st || (!items && count))
-		return KILN_ERR_INVALID_ARG;
-	struct request *reqs = kiln_calloc(count, sizeof *reqs);
-	if (!reqs && count)
-		goto fail;
-	for (size_t i = 0; i < count; i++)
-		reqs[i] = (struct request){.kind = KILN_S3_PUT, .uri = items[i].uri,
-					   .data = items[i].data, .size = items[i].size,
-					   .status = &items[i].status, .msg = items[i].msg,
-					   .msg_cap = sizeof items[i].msg};
-	result = run_requests(st, reqs, count);
-fail:
-	free(reqs);
-	return result;
+	return run_items(st, items, count, fill_put);
 }
 
 /* A batch of one; its result is the request's own status. */
@@ -301,7 +308,7 @@ kiln_status kiln_storage_exists(kiln_storage *st, const char *uri, bool *exists,
 	kiln_status s = kiln_storage_stat(st, uri, NULL, msg, msg_cap);
 	*exists = s == KILN_OK;
 	if (s == KILN_ERR_NOT_FOUND) {
-		kiln_storage_msg(msg, msg_cap, "%s", "");
+		kiln_msgf(msg, msg_cap, "%s", "");
 		return KILN_OK;
 	}
 	return s;
@@ -475,7 +482,7 @@ kiln_status kiln_storage_list(kiln_storage *st, const char *prefix, const char *
 			      kiln_storage_list_fn fn, void *ctx, char *msg, size_t msg_cap)
 {
 	kiln_status s = KILN_ERR_NOMEM;
-	kiln_storage_msg(msg, msg_cap, "%s", "");
+	kiln_msgf(msg, msg_cap, "%s", "");
 	if (!st || !fn)
 		return KILN_ERR_INVALID_ARG;
 	kiln_uri *u = kiln_malloc(sizeof *u);
@@ -483,7 +490,7 @@ kiln_status kiln_storage_list(kiln_storage *st, const char *prefix, const char *
 		goto fail;
 	s = kiln_uri_parse(prefix, u);
 	if (s != KILN_OK) {
-		kiln_storage_msg(msg, msg_cap, "storage list: invalid location: %s", prefix ? prefix : "(null)");
+		kiln_msgf(msg, msg_cap, "storage list: invalid location: %s", prefix ? prefix : "(null)");
 		goto fail;
 	}
 	if (u->scheme == KILN_URI_S3) {
@@ -491,7 +498,7 @@ kiln_status kiln_storage_list(kiln_storage *st, const char *prefix, const char *
 	} else {
 		s = file_list(u, glob, fn, ctx);
 		if (s != KILN_OK && msg && !msg[0])
-			kiln_storage_msg(msg, msg_cap, "file list %s: %s", u->path, kiln_strerror(s));
+			kiln_msgf(msg, msg_cap, "file list %s: %s", u->path, kiln_strerror(s));
 	}
 fail:
 	free(u);

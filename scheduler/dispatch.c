@@ -17,6 +17,7 @@
 #include <zmq.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/buf.h"
 #include "common/curve.h"
 #include "common/log.h"
@@ -78,13 +79,6 @@ struct kiln_dispatch {
 	kiln_dispatch_stats stats;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void worker_free(worker *w)
 {
 	if (!w)
@@ -107,7 +101,7 @@ static kiln_status send_to(kiln_dispatch *d, worker *w, json_t *msg)
 	if (zmq_send(d->sock, w->ident, w->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
 	    zmq_send(d->sock, d->out.data, d->out.len, ZMQ_DONTWAIT) < 0)
 		return KILN_ERR_IO;
-	w->last_sent = now_s();
+	w->last_sent = kiln_now_s();
 	return KILN_OK;
 }
 
@@ -271,7 +265,7 @@ static void flush_results(kiln_dispatch *d)
 		if (applied[r] && w) {
 			for (size_t k = 0; k < w->nleases; k++)
 				if (w->leases[k].lease.lease == leases[r].lease) {
-					observe_latency(d, now_s() - w->leases[k].sent);
+					observe_latency(d, kiln_now_s() - w->leases[k].sent);
 					w->leases[k] = w->leases[--w->nleases];
 					break;
 				}
@@ -284,7 +278,7 @@ static void flush_results(kiln_dispatch *d)
 		/* written as text: the shard id is the validated string the worker sent */
 		if (kiln_proto_write_ack(&d->out, shard) == KILN_OK &&
 		    send_out(d, p->ident, p->ident_len) == KILN_OK && w)
-			w->last_sent = now_s();
+			w->last_sent = kiln_now_s();
 		json_decref(p->msg);
 	}
 }
@@ -324,7 +318,7 @@ static void handle_message(kiln_dispatch *d, const uint8_t *ident, size_t len, c
 	char err[200], who[80];
 	json_t *msg;
 	kiln_msg_type type;
-	double now = now_s();
+	double now = kiln_now_s();
 	kiln_status st = kiln_proto_parse(data, size, &msg, &type, err, sizeof err);
 	worker *w = find_worker(d, ident, len, NULL);
 	if (w)
@@ -470,7 +464,7 @@ static void dispatch_shards(kiln_dispatch *d)
 		lease_rec *rec = &w->leases[w->nleases++];
 		rec->lease = lease;
 		kiln_jobs_format_id(lease.job, lease.shard, rec->shard, sizeof rec->shard);
-		rec->sent = now_s();
+		rec->sent = kiln_now_s();
 		rec->deadline = rec->sent + d->cfg.lease_ms / 1000.0;
 		st = send_out(d, w->ident, w->ident_len);
 		if (st != KILN_OK) {
@@ -514,7 +508,7 @@ static void *loop(void *arg)
 		}
 		if (items[0].revents & ZMQ_POLLIN)
 			receive(d);
-		double now = now_s();
+		double now = kiln_now_s();
 		check_liveness(d, now);
 		announce_cancels(d);
 		if (now >= d->resume_at)
@@ -618,7 +612,7 @@ kiln_status kiln_dispatch_start(kiln_dispatch *d)
 	kiln_jobs_stats js;
 	kiln_jobs_get_stats(d->jobs, &js);
 	if (js.items_pending > 0)
-		d->resume_at = now_s() + 3.0 * d->cfg.heartbeat_ms / 1000.0;
+		d->resume_at = kiln_now_s() + 3.0 * d->cfg.heartbeat_ms / 1000.0;
 	if (pthread_create(&d->thread, NULL, loop, d) != 0)
 		return KILN_ERR_NOMEM;
 	d->started = true;

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/proto.h"
@@ -98,13 +99,6 @@ static const char *const state_names[] = {"queued", "running", "done", "failed",
 const char *kiln_job_state_name(kiln_job_state state)
 {
 	return (unsigned)state < KILN_JOB_STATES_ ? state_names[state] : "unknown";
-}
-
-static double mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 bool kiln_jobs_parse_id(const char *id, uint32_t *job_num, uint32_t *shard_idx)
@@ -206,7 +200,7 @@ static void set_item_state(job *j, job_item *it, uint8_t state)
 	j->count[state]++;
 	it->state = state;
 	if (j->count[IT_PENDING] + j->count[IT_IN_FLIGHT] == 0 && j->t_end == 0)
-		j->t_end = mono_now();
+		j->t_end = kiln_now_s();
 }
 
 static kiln_job_state job_state(const job *j)
@@ -689,7 +683,7 @@ static json_t *job_view(const job *j, bool with_spec)
 	size_t ended = j->count[IT_DONE] + j->count[IT_FAILED];
 	double rate = 0, mpix_rate = 0;
 	if (j->started) {
-		double elapsed = (j->t_end ? j->t_end : mono_now()) - j->t_start;
+		double elapsed = (j->t_end ? j->t_end : kiln_now_s()) - j->t_start;
 		if (elapsed > 0) {
 			rate = (double)(ended - j->ended_at_start) / elapsed;
 			mpix_rate = (double)(j->pixels - j->pixels_at_start) / 1e6 / elapsed;
@@ -1046,7 +1040,7 @@ kiln_status kiln_jobs_next_shard_text(kiln_jobs *js, const json_t *codecs, kiln_
 			j->shards_leased++;
 			if (!j->started) {
 				j->started = true;
-				j->t_start = mono_now();
+				j->t_start = kiln_now_s();
 				j->ended_at_start = j->count[IT_DONE] + j->count[IT_FAILED];
 				j->pixels_at_start = j->pixels;
 			}

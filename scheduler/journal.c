@@ -41,19 +41,6 @@ static char *join(const char *dir, const char *name)
 	return p;
 }
 
-static kiln_status sync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return kiln_status_from_errno(errno);
-	kiln_status st = KILN_OK;
-	/* some file systems cannot fsync a directory; that is no failure of ours */
-	if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP)
-		st = kiln_status_from_errno(errno);
-	close(fd);
-	return st;
-}
-
 /* One write() per record where the kernel allows it; a partial write is finished in a
  * loop, and a failure cuts the file back to the last complete record so that the next
  * append cannot glue itself onto half a line. */
@@ -298,7 +285,7 @@ kiln_status kiln_journal_compact(kiln_journal *j, kiln_journal_dump_fn fn, void 
 	}
 	/* From here the new file is the journal; the directory sync makes the rename survive
 	 * a power cut. If it fails the old journal may come back, which is still complete. */
-	st = sync_dir(j->dir);
+	st = kiln_fsync_dir(j->dir);
 	if (st != KILN_OK)
 		KILN_WARN("journal: directory sync after compaction failed", "dir=%s", j->dir);
 	uint64_t before = j->out.size;

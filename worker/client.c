@@ -24,6 +24,7 @@
 #include <zmq.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "kernels/astc/astc.h"
@@ -64,24 +65,6 @@ struct kiln_client {
 	record *records;          /* in arrival order */
 	kiln_buf out;             /* scratch for encoding messages */
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void set_msg(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_msg(char *msg, size_t cap, const char *fmt, ...)
-{
-	if (!msg || !cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, cap, fmt, ap);
-	va_end(ap);
-}
 
 void kiln_client_config_init(kiln_client_config *cfg)
 {
@@ -368,7 +351,7 @@ static kiln_status parse_options(const json_t *o, kiln_texenc_opts *opts, kiln_c
 	const json_t *v;
 	bool astc = (s = json_string_value(json_object_get(o, "format"))) && strcmp(s, "astc") == 0;
 	if (s && !astc && strcmp(s, "bc1") != 0) {
-		set_msg(msg, cap, "format '%.32s' is not supported by this worker (bc1, astc)", s);
+		kiln_msgf(msg, cap, "format '%.32s' is not supported by this worker (bc1, astc)", s);
 		return KILN_ERR_UNSUPPORTED;
 	}
 	if (astc) {
@@ -378,19 +361,19 @@ static kiln_status parse_options(const json_t *o, kiln_texenc_opts *opts, kiln_c
 		*container = KILN_CONTAINER_ASTC;
 		if ((s = json_string_value(json_object_get(o, "block"))) &&
 		    (sscanf(s, "%2ux%2u%c", &bw, &bh, &end) != 2 || !kiln_astc_footprint_valid(bw, bh))) {
-			set_msg(msg, cap, "block '%.32s' is not an ASTC footprint", s);
+			kiln_msgf(msg, cap, "block '%.32s' is not an ASTC footprint", s);
 			return KILN_ERR_INVALID_ARG;
 		}
 		opts->block_w = bw;
 		opts->block_h = bh;
 	} else if (json_object_get(o, "block")) {
-		set_msg(msg, cap, "option 'block' is for astc, not bc1");
+		kiln_msgf(msg, cap, "option 'block' is for astc, not bc1");
 		return KILN_ERR_UNSUPPORTED;
 	}
 	if ((s = json_string_value(json_object_get(o, "quality")))) {
 		int q = kiln_quality_parse(s);
 		if (q < 0) {
-			set_msg(msg, cap, "quality '%.32s' is not fast, medium or high", s);
+			kiln_msgf(msg, cap, "quality '%.32s' is not fast, medium or high", s);
 			return KILN_ERR_INVALID_ARG;
 		}
 		opts->quality = (kiln_quality)q;
@@ -398,7 +381,7 @@ static kiln_status parse_options(const json_t *o, kiln_texenc_opts *opts, kiln_c
 	if ((s = json_string_value(json_object_get(o, "container")))) {
 		int k = kiln_container_parse(s);
 		if (k != KILN_CONTAINER_KTX2 && k != (astc ? KILN_CONTAINER_ASTC : KILN_CONTAINER_DDS)) {
-			set_msg(msg, cap, "container '%.32s' is not %s", s, astc ? "astc or ktx2" : "dds or ktx2");
+			kiln_msgf(msg, cap, "container '%.32s' is not %s", s, astc ? "astc or ktx2" : "dds or ktx2");
 			return KILN_ERR_UNSUPPORTED;
 		}
 		*container = (kiln_container)k;
@@ -406,7 +389,7 @@ static kiln_status parse_options(const json_t *o, kiln_texenc_opts *opts, kiln_c
 	if ((v = json_object_get(o, "mipmaps")))
 		opts->mipmaps = json_is_true(v);
 	if (opts->mipmaps && *container == KILN_CONTAINER_ASTC) {
-		set_msg(msg, cap, "an .astc file holds one level: mipmaps need container ktx2");
+		kiln_msgf(msg, cap, "an .astc file holds one level: mipmaps need container ktx2");
 		return KILN_ERR_UNSUPPORTED;
 	}
 	if ((s = json_string_value(json_object_get(o, "colorspace")))) {
@@ -417,14 +400,14 @@ static kiln_status parse_options(const json_t *o, kiln_texenc_opts *opts, kiln_c
 		} else if (strcmp(s, "linear") == 0) {
 			opts->colorspace = KILN_COLORSPACE_LINEAR;
 		} else {
-			set_msg(msg, cap, "colorspace '%.32s' is not auto, srgb or linear", s);
+			kiln_msgf(msg, cap, "colorspace '%.32s' is not auto, srgb or linear", s);
 			return KILN_ERR_INVALID_ARG;
 		}
 	}
 	if ((v = json_object_get(o, "alpha_cutoff"))) {
 		json_int_t a = json_integer_value(v);
 		if (a < 0 || a > 255) {
-			set_msg(msg, cap, "alpha_cutoff %lld is not in 0..255", (long long)a);
+			kiln_msgf(msg, cap, "alpha_cutoff %lld is not in 0..255", (long long)a);
 			return KILN_ERR_INVALID_ARG;
 		}
 		opts->alpha_cutoff = (int)a;
@@ -590,13 +573,13 @@ static bool receive(kiln_client *c, bool *heard)
 kiln_status kiln_client_run(kiln_client *c)
 {
 	const uint64_t hb = c->cfg.heartbeat_ms, dead_after = hb * c->cfg.liveness;
-	uint64_t now = now_ms();
+	uint64_t now = kiln_now_ms();
 	uint64_t backoff = c->cfg.reconnect_min_ms, next_connect = now;
 	uint64_t last_heard = now, next_hb = now;
 	uint64_t stop_at = 0, drained_at = 0;
 	bool stopping = false;
 	for (;;) {
-		now = now_ms();
+		now = kiln_now_ms();
 		int stops = atomic_load(&c->stop);
 		if (stops && !stopping) {
 			stopping = true;
@@ -641,7 +624,7 @@ kiln_status kiln_client_run(kiln_client *c)
 		char drain[64];
 		while (read(c->wake[0], drain, sizeof drain) > 0)
 			;
-		now = now_ms();
+		now = kiln_now_ms();
 		if (c->sock && (items[1].revents & ZMQ_POLLIN)) {
 			bool heard;
 			bool alive = receive(c, &heard);
@@ -682,16 +665,16 @@ kiln_status kiln_client_create(const kiln_client_config *cfg, kiln_client **out,
 			       size_t msg_cap)
 {
 	*out = NULL;
-	set_msg(msg, msg_cap, "%s", "");
+	kiln_msgf(msg, msg_cap, "%s", "");
 	if (!cfg->endpoint || strlen(cfg->endpoint) >= sizeof((kiln_client *)0)->endpoint ||
 	    !cfg->heartbeat_ms || !cfg->liveness || !cfg->reconnect_min_ms ||
 	    cfg->reconnect_max_ms < cfg->reconnect_min_ms || cfg->slots > 1u << 20 ||
 	    (cfg->worker_id && (!cfg->worker_id[0] || strlen(cfg->worker_id) > 255))) {
-		set_msg(msg, msg_cap, "invalid worker configuration");
+		kiln_msgf(msg, msg_cap, "invalid worker configuration");
 		return KILN_ERR_INVALID_ARG;
 	}
 	if (!cfg->curve_server_key != !cfg->curve_secret_key) {
-		set_msg(msg, msg_cap, "CURVE needs both the server's public key and this worker's secret key");
+		kiln_msgf(msg, msg_cap, "CURVE needs both the server's public key and this worker's secret key");
 		return KILN_ERR_INVALID_ARG;
 	}
 	kiln_status st = KILN_ERR_NOMEM;
@@ -719,18 +702,18 @@ kiln_status kiln_client_create(const kiln_client_config *cfg, kiln_client **out,
 	if (cfg->curve_server_key) {
 		st = KILN_ERR_INVALID_ARG;
 		if (!zmq_has("curve")) {
-			set_msg(msg, msg_cap, "this libzmq has no CURVE support");
+			kiln_msgf(msg, msg_cap, "this libzmq has no CURVE support");
 			goto fail;
 		}
 		if (strlen(cfg->curve_server_key) != KILN_CURVE_KEY_LEN ||
 		    strlen(cfg->curve_secret_key) != KILN_CURVE_KEY_LEN) {
-			set_msg(msg, msg_cap, "CURVE keys are %d characters of Z85 text", KILN_CURVE_KEY_LEN);
+			kiln_msgf(msg, msg_cap, "CURVE keys are %d characters of Z85 text", KILN_CURVE_KEY_LEN);
 			goto fail;
 		}
 		strcpy(c->server_key, cfg->curve_server_key);
 		strcpy(c->secret_key, cfg->curve_secret_key);
 		if (zmq_curve_public(c->public_key, c->secret_key) != 0) {
-			set_msg(msg, msg_cap, "the CURVE secret key is not valid Z85 text");
+			kiln_msgf(msg, msg_cap, "the CURVE secret key is not valid Z85 text");
 			goto fail;
 		}
 		c->curve = true;
@@ -741,7 +724,7 @@ kiln_status kiln_client_create(const kiln_client_config *cfg, kiln_client **out,
 	if (pipe(c->wake) != 0 || fcntl(c->wake[0], F_SETFL, O_NONBLOCK) != 0 ||
 	    fcntl(c->wake[1], F_SETFL, O_NONBLOCK) != 0 || fcntl(c->wake[0], F_SETFD, FD_CLOEXEC) != 0 ||
 	    fcntl(c->wake[1], F_SETFD, FD_CLOEXEC) != 0) {
-		set_msg(msg, msg_cap, "cannot create a pipe: %s", strerror(errno));
+		kiln_msgf(msg, msg_cap, "cannot create a pipe: %s", strerror(errno));
 		goto fail;
 	}
 	c->ctx = cfg->zmq_context;
@@ -749,7 +732,7 @@ kiln_status kiln_client_create(const kiln_client_config *cfg, kiln_client **out,
 		c->ctx = zmq_ctx_new();
 		c->own_ctx = c->ctx != NULL;
 		if (!c->ctx) {
-			set_msg(msg, msg_cap, "cannot create a ZeroMQ context");
+			kiln_msgf(msg, msg_cap, "cannot create a ZeroMQ context");
 			goto fail;
 		}
 	}
@@ -759,7 +742,7 @@ kiln_status kiln_client_create(const kiln_client_config *cfg, kiln_client **out,
 	bool connects = probe && zmq_setsockopt(probe, ZMQ_LINGER, &zero, sizeof zero) == 0 &&
 			zmq_connect(probe, c->endpoint) == 0;
 	if (!connects)
-		set_msg(msg, msg_cap, "cannot connect to '%s': %s", c->endpoint, zmq_strerror(zmq_errno()));
+		kiln_msgf(msg, msg_cap, "cannot connect to '%s': %s", c->endpoint, zmq_strerror(zmq_errno()));
 	zmq_close(probe);
 	if (!connects) {
 		st = KILN_ERR_INVALID_ARG;

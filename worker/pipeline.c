@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/png_io.h"
 #include "common/pool.h"
@@ -99,17 +100,6 @@ struct kiln_pipeline {
 	atomic_uint_fast64_t batches;
 };
 
-static void set_msg(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_msg(char *msg, size_t cap, const char *fmt, ...)
-{
-	if (!msg || !cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, cap, fmt, ap);
-	va_end(ap);
-}
-
 void kiln_pipeline_config_init(kiln_pipeline_config *cfg)
 {
 	memset(cfg, 0, sizeof *cfg);
@@ -123,17 +113,10 @@ void kiln_pipeline_config_init(kiln_pipeline_config *cfg)
 	cfg->pixel_budget = DEFAULT_PIXEL_BUDGET;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Adds the time since t0 and n items to a stage's figures. */
 static void stage_account(stage *s, uint64_t t0, size_t n)
 {
-	atomic_fetch_add(&s->busy_ns, now_ns() - t0);
+	atomic_fetch_add(&s->busy_ns, kiln_now_ns() - t0);
 	atomic_fetch_add(&s->items, n);
 }
 
@@ -391,15 +374,34 @@ static void item_forward(kiln_pipeline *p, queue *q, item *it)
 
 /* ---- stages ---- */
 
+/* The storage a fetch or upload thread uses: the injected one (cfg.storage, *st stays
+ * NULL) or its own; a failure to open is returned with its reason in msg, for the items. */
+static kiln_status io_storage_open(kiln_pipeline *p, kiln_storage **st, char *msg, size_t cap)
+{
+	*st = NULL;
+	msg[0] = '\0';
+	if (p->cfg.storage)
+		return KILN_OK;
+	return kiln_storage_create(p->cfg.storage_config, st, msg, cap);
+}
+
+/* Finishes an item whose storage request failed (true), with the request's message or
+ * the status's words; false when it succeeded. */
+static bool io_failed(kiln_pipeline *p, item *it, kiln_status st, const char *msg)
+{
+	if (st == KILN_OK)
+		return false;
+	item_finish(p, it, st, "%s", msg[0] ? msg : kiln_strerror(st));
+	return true;
+}
+
 static void *fetch_main(void *arg)
 {
 	stage_thread *t = arg;
 	kiln_pipeline *p = t->p;
-	kiln_storage *st = NULL;
-	char msg[KILN_STORAGE_MSG_MAX] = "";
-	kiln_status open_st = KILN_OK;
-	if (!p->cfg.storage)
-		open_st = kiln_storage_create(p->cfg.storage_config, &st, msg, sizeof msg);
+	kiln_storage *st;
+	char msg[KILN_STORAGE_MSG_MAX];
+	kiln_status open_st = io_storage_open(p, &st, msg, sizeof msg);
 	item *batch[IO_BATCH];
 	kiln_storage_get_item gets[IO_BATCH];
 	size_t n;
@@ -416,7 +418,7 @@ static void *fetch_main(void *arg)
 			gets[i].uri = batch[i]->input;
 			gets[i].out = &batch[i]->data;
 		}
-		uint64_t t0 = now_ns();
+		uint64_t t0 = kiln_now_ns();
 		if (p->cfg.storage)
 			p->cfg.storage->get_many(p->cfg.storage->ctx, gets, n);
 		else
@@ -424,11 +426,8 @@ static void *fetch_main(void *arg)
 		stage_account(&p->fetch, t0, n);
 		for (size_t i = 0; i < n; i++) {
 			item *it = batch[i];
-			if (gets[i].status != KILN_OK) {
-				item_finish(p, it, gets[i].status, "%s", gets[i].msg[0] ? gets[i].msg
-										: kiln_strerror(gets[i].status));
+			if (io_failed(p, it, gets[i].status, gets[i].msg))
 				continue;
-			}
 			it->shard->results[it->index].bytes_in = it->data.len;
 			item_forward(p, &p->decode.in, it);
 		}
@@ -444,7 +443,7 @@ static void decode_one(kiln_pipeline *p, item *it)
 	uint32_t w, h;
 	size_t bytes;
 	char err[200] = "";
-	uint64_t t0 = now_ns();
+	uint64_t t0 = kiln_now_ns();
 	kiln_status st = kiln_png_probe(it->data.data, it->data.len, &w, &h);
 	if (st == KILN_OK) {
 		st = kiln_image_check_size(w, h, &p->cfg.limits);
@@ -458,9 +457,9 @@ static void decode_one(kiln_pipeline *p, item *it)
 			item_finish(p, it, KILN_ERR_OVERFLOW, "%s", kiln_strerror(KILN_ERR_OVERFLOW));
 			return;
 		}
-		uint64_t wait = now_ns();
+		uint64_t wait = kiln_now_ns();
 		it->reserved = budget_acquire(p, bytes);
-		t0 += now_ns() - wait; /* waiting for memory is not decoding */
+		t0 += kiln_now_ns() - wait; /* waiting for memory is not decoding */
 	}
 	/* A header that did not probe is decoded anyway: libpng stops at it with the reason. */
 	st = kiln_png_decode(it->data.data, it->data.len, &p->cfg.limits, &it->image, err, sizeof err);
@@ -534,7 +533,7 @@ typedef struct encoder {
 static void encode_submit(encoder *e, item **batch, size_t n)
 {
 	kiln_pipeline *p = e->p;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = kiln_now_ns();
 	encode_batch *b = &e->flight[(e->head + e->nflight) % KILN_TEXENC_MAX_INFLIGHT];
 	e->nflight++;
 	memcpy(b->items, batch, n * sizeof *batch);
@@ -571,7 +570,7 @@ static void encode_submit(encoder *e, item **batch, size_t n)
 static void encode_finish(encoder *e)
 {
 	kiln_pipeline *p = e->p;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = kiln_now_ns();
 	encode_batch *b = &e->flight[e->head];
 	e->head = (e->head + 1) % KILN_TEXENC_MAX_INFLIGHT;
 	e->nflight--;
@@ -699,18 +698,16 @@ static void *upload_main(void *arg)
 {
 	stage_thread *t = arg;
 	kiln_pipeline *p = t->p;
-	kiln_storage *st = NULL;
-	char msg[KILN_STORAGE_MSG_MAX] = "";
-	kiln_status open_st = KILN_OK;
-	if (!p->cfg.storage)
-		open_st = kiln_storage_create(p->cfg.storage_config, &st, msg, sizeof msg);
+	kiln_storage *st;
+	char msg[KILN_STORAGE_MSG_MAX];
+	kiln_status open_st = io_storage_open(p, &st, msg, sizeof msg);
 	item *batch[IO_BATCH];
 	kiln_storage_put_item puts[IO_BATCH];
 	size_t n;
 	/* Items that reached this stage were encoded: they finish even when cancelled. */
 	while ((n = queue_pop(&p->upload.in, batch, IO_BATCH, NULL)) > 0) {
 		size_t m = 0;
-		uint64_t t0 = now_ns();
+		uint64_t t0 = kiln_now_ns();
 		for (size_t i = 0; i < n; i++) {
 			item *it = batch[i];
 			if (it->image.pixels) { /* kept by the encoder for this */
@@ -747,11 +744,8 @@ static void *upload_main(void *arg)
 		stage_account(&p->upload, t0, n);
 		for (size_t i = 0; i < m; i++) {
 			item *it = batch[i];
-			if (puts[i].status != KILN_OK) {
-				item_finish(p, it, puts[i].status, "%s", puts[i].msg[0] ? puts[i].msg
-										: kiln_strerror(puts[i].status));
+			if (io_failed(p, it, puts[i].status, puts[i].msg))
 				continue;
-			}
 			it->shard->results[it->index].bytes = it->data.len;
 			it->shard->results[it->index].pixels = it->pixels;
 			item_finish(p, it, KILN_OK, NULL);
@@ -823,16 +817,16 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 				 size_t msg_cap)
 {
 	*out = NULL;
-	set_msg(msg, msg_cap, "%s", "");
+	kiln_msgf(msg, msg_cap, "%s", "");
 	if (!cfg->report || cfg->ndevices == 0 || cfg->ndevices > KILN_PIPELINE_MAX_DEVICES ||
 	    cfg->batch == 0 || cfg->batch > KILN_PIPELINE_MAX_BATCH || !cfg->fetch_threads ||
 	    !cfg->upload_threads || !cfg->max_input_bytes || !cfg->pixel_budget) {
-		set_msg(msg, msg_cap, "invalid pipeline configuration");
+		kiln_msgf(msg, msg_cap, "invalid pipeline configuration");
 		return KILN_ERR_INVALID_ARG;
 	}
 	for (size_t d = 0; d < cfg->ndevices; d++)
 		if (cfg->devices[d].kind == KILN_DEVICE_AUTO) {
-			set_msg(msg, msg_cap, "device %zu is not resolved", d);
+			kiln_msgf(msg, msg_cap, "device %zu is not resolved", d);
 			return KILN_ERR_INVALID_ARG;
 		}
 	kiln_status st = KILN_ERR_NOMEM;
@@ -846,7 +840,7 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 	/* Every pipeline has the CPU pool: GPU threads encode formats without a GPU backend
 	 * on it. Its threads sleep until then. */
 	if ((st = kiln_pool_create(cfg->cpu_threads, &p->cpu_pool)) != KILN_OK) {
-		set_msg(msg, msg_cap, "cannot start the CPU encoder threads");
+		kiln_msgf(msg, msg_cap, "cannot start the CPU encoder threads");
 		goto fail;
 	}
 	if (!cfg->storage) {
@@ -863,7 +857,7 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 	    (st = stage_start(p, &p->encode, (unsigned)cfg->ndevices, in_flight, encode_main)) != KILN_OK ||
 	    (st = stage_start(p, &p->decode, decoders, (size_t)decoders * 2, decode_main)) != KILN_OK ||
 	    (st = stage_start(p, &p->fetch, cfg->fetch_threads, 0, fetch_main)) != KILN_OK) {
-		set_msg(msg, msg_cap, "cannot start the pipeline threads");
+		kiln_msgf(msg, msg_cap, "cannot start the pipeline threads");
 		goto fail;
 	}
 	*out = p;

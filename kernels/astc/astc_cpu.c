@@ -1,12 +1,13 @@
 /* The CPU backend of ASTC, and the decoder. The encoder checks every surface of the batch,
  * then runs the per-block functions of astc_enc.h over the blocks of all valid surfaces
- * as one sequence through the thread pool (as bc1_cpu.c does). */
+ * as one sequence through the thread pool (kernels/blockbatch.h, as bc1_cpu.c does). */
 #include <pthread.h>
 #include <string.h>
 
 #include "kernels/astc/astc.h"
 #include "kernels/astc/astc_block.h"
 #include "kernels/astc/astc_enc.h"
+#include "kernels/blockbatch.h"
 
 /* Surfaces handled per pool run: their descriptors live on the stack (no allocation). */
 #define ASTC_CPU_CHUNK 256
@@ -40,49 +41,25 @@ static const astc_enc_ctx *context_for(int fp)
 	return &contexts[fp];
 }
 
-/* One surface of a batch, its blocks numbered from first_block in one sequence. */
+/* One surface of a batch; its blocks' place in the batch is a kiln_block_span. */
 typedef struct astc_cpu_surface {
 	kiln_surface surf;
 	uint8_t *dst;
-	uint64_t first_block;
-	uint32_t blocks_x;
 } astc_cpu_surface;
 
 typedef struct astc_cpu_job {
 	const astc_enc_ctx *ctx;
 	const astc_cpu_surface *surf;
-	size_t count;
-	uint64_t total;
 	int quality, srgb;
 } astc_cpu_job;
 
-static size_t find_surface(const astc_cpu_job *job, uint64_t block)
-{
-	size_t lo = 0, hi = job->count;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (job->surf[mid].first_block <= block)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-static void encode_range(void *arg, size_t begin, size_t end)
+static void encode_block(const void *arg, size_t surface, uint64_t local, uint32_t bx, uint32_t by)
 {
 	const astc_cpu_job *job = arg;
-	size_t si = find_surface(job, begin);
-	for (uint64_t b = begin; b < end; b++) {
-		while (si + 1 < job->count && job->surf[si + 1].first_block <= b)
-			si++;
-		const astc_cpu_surface *s = &job->surf[si];
-		uint64_t local = b - s->first_block;
-		uint32_t bx = (uint32_t)(local % s->blocks_x), by = (uint32_t)(local / s->blocks_x);
-		astc_enc_block blk;
-		astc_enc_load(&s->surf, bx, by, job->ctx->bw, job->ctx->bh, job->srgb, &blk);
-		astc_encode_block(job->ctx, &blk, job->quality, s->dst + local * KILN_ASTC_BLOCK_BYTES);
-	}
+	const astc_cpu_surface *s = &job->surf[surface];
+	astc_enc_block blk;
+	astc_enc_load(&s->surf, bx, by, job->ctx->bw, job->ctx->bh, job->srgb, &blk);
+	astc_encode_block(job->ctx, &blk, job->quality, s->dst + local * KILN_ASTC_BLOCK_BYTES);
 }
 
 static int quality_valid(kiln_quality q)
@@ -92,8 +69,9 @@ static int quality_valid(kiln_quality q)
 
 size_t kiln_astc_temp_size(size_t count)
 {
-	/* the descriptors and the per-footprint tables, plus room to align */
-	return (count ? count : 1) * sizeof(astc_cpu_surface) + sizeof(astc_enc_ctx) + 512;
+	/* the descriptors with their spans and the per-footprint tables, plus room to align */
+	return (count ? count : 1) * (sizeof(astc_cpu_surface) + sizeof(kiln_block_span)) +
+	       sizeof(astc_enc_ctx) + 512;
 }
 
 kiln_status kiln_astc_encode_cpu(const kiln_astc_params *params, const kiln_surface *src,
@@ -109,9 +87,12 @@ kiln_status kiln_astc_encode_cpu(const kiln_astc_params *params, const kiln_surf
 		return KILN_ERR_INVALID_ARG;
 	const astc_enc_ctx *ctx = context_for(fp);
 	astc_cpu_surface desc[ASTC_CPU_CHUNK];
+	kiln_block_span span[ASTC_CPU_CHUNK];
+	astc_cpu_job job = {ctx, desc, (int)params->quality, params->srgb != 0};
+	kiln_blockbatch batch;
+	kiln_blockbatch_init(&batch, span, encode_block, &job);
 	for (size_t base = 0; base < count; base += ASTC_CPU_CHUNK) {
 		size_t n = count - base < ASTC_CPU_CHUNK ? count - base : ASTC_CPU_CHUNK;
-		astc_cpu_job job = {ctx, desc, 0, 0, (int)params->quality, params->srgb != 0};
 		for (size_t i = base; i < base + n; i++) {
 			const kiln_surface *s = &src[i];
 			uint64_t bx = ((uint64_t)s->width + params->block_w - 1) / params->block_w;
@@ -122,15 +103,11 @@ kiln_status kiln_astc_encode_cpu(const kiln_astc_params *params, const kiln_surf
 				continue;
 			}
 			status[i] = KILN_OK;
-			desc[job.count].surf = *s;
-			desc[job.count].dst = dst[i];
-			desc[job.count].first_block = job.total;
-			desc[job.count].blocks_x = (uint32_t)bx;
-			job.total += bx * by;
-			job.count++;
+			desc[batch.count].surf = *s;
+			desc[batch.count].dst = dst[i];
+			kiln_blockbatch_add(&batch, (uint32_t)bx, bx * by);
 		}
-		if (job.count)
-			kiln_pool_for(pool, (size_t)job.total, 0, encode_range, &job);
+		kiln_blockbatch_run(&batch, pool);
 	}
 	return KILN_OK;
 }

@@ -1,11 +1,13 @@
 /* The CPU backend of BC1, and the decoder. The encoder checks every surface of the batch,
  * then runs the per-block functions of bc1_block.h over the blocks of all valid surfaces
- * as one sequence through the thread pool, so small mip levels leave no thread idle. */
+ * as one sequence through the thread pool (kernels/blockbatch.h), so small mip levels
+ * leave no thread idle. */
 #include <pthread.h>
 #include <string.h>
 
 #include "kernels/bc1/bc1.h"
 #include "kernels/bc1/bc1_block.h"
+#include "kernels/blockbatch.h"
 
 /* Surfaces handled per pool run: their descriptors live on the stack (no allocation). */
 #define BC1_CPU_CHUNK 256
@@ -22,8 +24,6 @@ static void candidates16_init(void)
 
 typedef struct bc1_cpu_job {
 	const bc1_batch_surface *surf;
-	size_t count;
-	uint64_t total;
 	int quality;
 } bc1_cpu_job;
 
@@ -44,37 +44,16 @@ size_t kiln_bc1_temp_size(size_t count)
 	return (count ? count : 1) * sizeof(bc1_batch_surface) + 256;
 }
 
-/* The last surface whose first block is <= block. */
-static size_t find_surface(const bc1_cpu_job *job, uint64_t block)
-{
-	size_t lo = 0, hi = job->count;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (job->surf[mid].first_block <= block)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-static void encode_range(void *ctx, size_t begin, size_t end)
+static void encode_block(const void *ctx, size_t surface, uint64_t local, uint32_t bx, uint32_t by)
 {
 	const bc1_cpu_job *job = ctx;
-	size_t si = find_surface(job, begin);
-	for (uint64_t b = begin; b < end; b++) {
-		while (si + 1 < job->count && job->surf[si + 1].first_block <= b)
-			si++;
-		const bc1_batch_surface *s = &job->surf[si];
-		uint64_t local = b - s->first_block;
-		uint32_t bx = (uint32_t)(local % s->blocks_x), by = (uint32_t)(local / s->blocks_x);
-		kiln_surface surf = {s->rgba, s->width, s->height, s->stride, s->cutoff != 0};
-		bc1_block blk;
-		uint32_t out[2];
-		bc1_block_load(&surf, bx, by, s->cutoff, &blk);
-		bc1_encode_block(&blk, job->quality, candidates16, out);
-		bc1_store(s->dst + local * KILN_BC1_BLOCK_BYTES, out);
-	}
+	const bc1_batch_surface *s = &job->surf[surface];
+	kiln_surface surf = {s->rgba, s->width, s->height, s->stride, s->cutoff != 0};
+	bc1_block blk;
+	uint32_t out[2];
+	bc1_block_load(&surf, bx, by, s->cutoff, &blk);
+	bc1_encode_block(&blk, job->quality, candidates16, out);
+	bc1_store(s->dst + local * KILN_BC1_BLOCK_BYTES, out);
 }
 
 static int quality_valid(kiln_quality q)
@@ -92,21 +71,23 @@ kiln_status kiln_bc1_encode_cpu(const kiln_bc1_params *params, const kiln_surfac
 		return KILN_ERR_INVALID_ARG;
 	pthread_once(&candidates16_once, candidates16_init);
 	bc1_batch_surface desc[BC1_CPU_CHUNK];
+	kiln_block_span span[BC1_CPU_CHUNK];
+	bc1_cpu_job job = {desc, (int)params->quality};
+	kiln_blockbatch batch;
+	kiln_blockbatch_init(&batch, span, encode_block, &job);
 	for (size_t base = 0; base < count; base += BC1_CPU_CHUNK) {
 		size_t n = count - base < BC1_CPU_CHUNK ? count - base : BC1_CPU_CHUNK;
-		bc1_cpu_job job = {desc, 0, 0, (int)params->quality};
 		for (size_t i = base; i < base + n; i++) {
-			if (!bc1_describe(&src[i], dst[i], params->alpha_cutoff, &desc[job.count])) {
+			bc1_batch_surface *d = &desc[batch.count];
+			if (!bc1_describe(&src[i], dst[i], params->alpha_cutoff, d)) {
 				status[i] = KILN_ERR_INVALID_ARG;
 				continue;
 			}
 			status[i] = KILN_OK;
-			desc[job.count].first_block = job.total;
-			job.total += bc1_surface_blocks(&desc[job.count]);
-			job.count++;
+			d->first_block = batch.total;
+			kiln_blockbatch_add(&batch, d->blocks_x, bc1_surface_blocks(d));
 		}
-		if (job.count)
-			kiln_pool_for(pool, (size_t)job.total, 0, encode_range, &job);
+		kiln_blockbatch_run(&batch, pool);
 	}
 	return KILN_OK;
 }

@@ -14,6 +14,7 @@ extern "C" {
 #include "kernels/bc1/bc1.h"
 #include "kernels/bc1/bc1_block.h"
 }
+#include "kernels/cuda_util.cuh"
 
 #define FULL_MASK 0xffffffffu
 #define HIGH_WARPS 8        // warps (blocks in flight) per CTA of the high kernel
@@ -27,20 +28,6 @@ struct __align__(16) high_scratch {
 	bc1_sorted s;
 	__align__(16) bc1_block blk; // texels read as uint4 by the all-opaque fast path
 };
-
-// The surface that holds batch block `block`: the last one whose first block is <= it.
-__device__ static uint32_t find_surface(const bc1_batch_surface *surf, uint32_t count, uint64_t block)
-{
-	uint32_t lo = 0, hi = count;
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (surf[mid].first_block <= block)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
 
 // Texel i of block (bx, by), clamped to the surface as bc1_block_load does; word loads
 // where the rows allow them.
@@ -68,7 +55,7 @@ __device__ static void store_block(uint8_t *dst, const uint32_t out[2])
 __device__ static const bc1_batch_surface *locate(const bc1_batch_surface *surf, uint32_t count,
 						  uint64_t b, uint32_t *bx, uint32_t *by, uint8_t **dst)
 {
-	const bc1_batch_surface *d = &surf[find_surface(surf, count, b)];
+	const bc1_batch_surface *d = &surf[kiln_find_first_block(surf, count, b)];
 	uint32_t local = (uint32_t)(b - d->first_block); // bc1_describe: < 2^32 blocks a surface
 	*bx = local % d->blocks_x;
 	*by = local / d->blocks_x;
@@ -189,36 +176,6 @@ __device__ static int group_winner_warp(const high_scratch *w, const float4 *tab
 		}
 	}
 	return winner;
-}
-
-// bc1_polish with the lanes: lane m (and lane m + 16 for the second half of the texels)
-// scores move m; the best move, ties to the lowest, is taken while it lowers the error.
-__device__ static void polish_warp(const high_scratch *w, bc1_fit *fit, int rounds, int lane)
-{
-	int m = lane & 15, half = lane >> 4;
-	for (int r = 0; r < rounds; r++) {
-		uint32_t n0 = 0, n1 = 0, idx = 0, err = UINT32_MAX;
-		int ok = m < BC1_MOVES && bc1_move(fit->c0, fit->c1, m, &n0, &n1);
-		if (ok)
-			err = bc1_assign_span(&w->blk, n0, n1, fit->four, 8 * half, 8 * half + 8, &idx);
-		uint32_t err_hi = __shfl_down_sync(FULL_MASK, err, 16);
-		uint32_t idx_hi = __shfl_down_sync(FULL_MASK, idx, 16);
-		if (ok && half == 0) {
-			err += err_hi;
-			idx |= idx_hi;
-		}
-		if (half)
-			err = UINT32_MAX;
-		uint32_t move = (uint32_t)lane;
-		warp_argmin(&err, &move);
-		if (err >= fit->error)
-			return;
-		fit->indices = __shfl_sync(FULL_MASK, idx, (int)move);
-		fit->error = err;
-		bc1_move(fit->c0, fit->c1, (int)move, &n0, &n1);
-		fit->c0 = n0;
-		fit->c1 = n1;
-	}
 }
 
 // ---- Fully opaque blocks (every Kodak block that is not solid): GPU-only forms of the
@@ -367,16 +324,23 @@ __device__ __forceinline__ static int candidate_fit16(const high_scratch *w, uin
 	return 1;
 }
 
-// polish_warp for an all-opaque block with fast_assign8; tt8 is |t|^2 summed over this
-// lane's half of the texels.
-__device__ static void polish_warp16(const high_scratch *w, bc1_fit *fit, int rounds, int lane, int32_t tt8)
+// bc1_polish with the lanes: lane m (and lane m + 16 for the second half of the texels)
+// scores move m; the best move, ties to the lowest, is taken while it lowers the error.
+// fast: the block is all opaque and a half is scored with fast_assign8, tt8 being |t|^2
+// summed over this lane's half of the texels; otherwise bc1_assign_span (tt8 unused).
+template <bool fast>
+__device__ static void polish_warp(const high_scratch *w, bc1_fit *fit, int rounds, int lane, int32_t tt8)
 {
 	int m = lane & 15, half = lane >> 4;
 	for (int r = 0; r < rounds; r++) {
 		uint32_t n0 = 0, n1 = 0, idx = 0, err = UINT32_MAX;
 		int ok = m < BC1_MOVES && bc1_move(fit->c0, fit->c1, m, &n0, &n1);
-		if (ok)
-			err = fast_assign8(w->blk.rgba, half, n0, n1, fit->four, tt8, &idx);
+		if (ok) {
+			if constexpr (fast)
+				err = fast_assign8(w->blk.rgba, half, n0, n1, fit->four, tt8, &idx);
+			else
+				err = bc1_assign_span(&w->blk, n0, n1, fit->four, 8 * half, 8 * half + 8, &idx);
+		}
 		uint32_t err_hi = __shfl_down_sync(FULL_MASK, err, 16);
 		uint32_t idx_hi = __shfl_down_sync(FULL_MASK, idx, 16);
 		if (ok && half == 0) {
@@ -445,9 +409,9 @@ __device__ static void high_tail(const high_scratch *w, const float4 *table, int
 	broadcast_fit(&fit, (int)(cand % BC1_GROUPS));
 	if (fast) {
 		int32_t tt8 = group8_tt(w, lane);
-		polish_warp16(w, &fit, 8, lane, __shfl_sync(FULL_MASK, tt8, 8 * (lane >> 4)));
+		polish_warp<true>(w, &fit, 8, lane, __shfl_sync(FULL_MASK, tt8, 8 * (lane >> 4)));
 	} else {
-		polish_warp(w, &fit, 8, lane);
+		polish_warp<false>(w, &fit, 8, lane, 0);
 	}
 	if (lane == 0) {
 		bc1_pack(&fit, out);

@@ -12,26 +12,13 @@ extern "C" {
 #include "kernels/mip/mip_batch.h"
 #include "kernels/mip/mip_texel.h"
 }
+#include "kernels/cuda_util.cuh"
 
 // Descriptors are staged on the host stack and copied in pieces of this many; a batch of
 // 32 chains of 14 levels fits in one copy.
 #define STAGE_JOBS 512
 // kiln_mip_count() of a uint32 size is at most 32.
 #define MAX_LEVELS 33
-
-// The job whose blocks include block b: the last one with first_block <= b.
-__device__ static uint32_t find_job(const kiln_mip_job *jobs, uint32_t njobs, uint32_t b)
-{
-	uint32_t lo = 0, hi = njobs;
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (jobs[mid].first_block <= b)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
 
 // One texel's RGBA in a single 32-bit store where the address allows it: consecutive
 // threads write consecutive texels, so a warp writes 128 contiguous bytes.
@@ -51,7 +38,7 @@ mip_level_kernel(const kiln_mip_job *__restrict__ jobs, uint32_t njobs)
 {
 	__shared__ uint32_t job_index;
 	if (threadIdx.x == 0)
-		job_index = find_job(jobs, njobs, blockIdx.x);
+		job_index = kiln_find_first_block(jobs, njobs, blockIdx.x);
 	__syncthreads();
 
 	const kiln_mip_job *job = &jobs[job_index];

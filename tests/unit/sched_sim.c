@@ -148,6 +148,15 @@ void sim_send(sim_worker *w, json_t *msg)
 	json_decref(msg);
 }
 
+json_t *sim_parse(const void *data, size_t size, kiln_msg_type *type)
+{
+	json_t *msg;
+	char err[200];
+	kiln_status st = kiln_proto_parse(data, size, &msg, type, err, sizeof err);
+	cr_assert_eq(st, KILN_OK, "the scheduler sent an invalid message: %s", err);
+	return msg;
+}
+
 json_t *sim_recv(sim_worker *w, kiln_msg_type want, int timeout_ms)
 {
 	for (;;) {
@@ -157,12 +166,9 @@ json_t *sim_recv(sim_worker *w, kiln_msg_type want, int timeout_ms)
 		zmq_msg_t m;
 		zmq_msg_init(&m);
 		cr_assert(zmq_msg_recv(&m, w->sock, 0) >= 0);
-		json_t *msg;
 		kiln_msg_type type;
-		char err[200];
-		kiln_status st = kiln_proto_parse(zmq_msg_data(&m), zmq_msg_size(&m), &msg, &type, err, sizeof err);
+		json_t *msg = sim_parse(zmq_msg_data(&m), zmq_msg_size(&m), &type);
 		zmq_msg_close(&m);
-		cr_assert_eq(st, KILN_OK, "the scheduler sent an invalid message: %s", err);
 		if (type == want)
 			return msg;
 		w->skipped[type]++;

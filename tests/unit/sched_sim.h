@@ -39,6 +39,9 @@ void sim_heartbeat(sim_worker *w, json_t *active);
 void sim_result(sim_worker *w, const json_t *shard, const char *error);
 /* Same, with the lease number given (for late results). */
 void sim_result_lease(sim_worker *w, const json_t *shard, long long lease, const char *error);
+/* A message from the scheduler (size bytes), parsed with kiln_proto_parse: asserts that
+ * it is valid. */
+json_t *sim_parse(const void *data, size_t size, kiln_msg_type *type);
 /* Messages of another type seen while waiting in sim_recv. */
 unsigned sim_skipped(const sim_worker *w, kiln_msg_type type);
 

@@ -119,15 +119,15 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-bool s3rver_start(s3rver *s, const char *bucket, const char *extra_opt, const char *extra_val)
+/* Runs tools/s3rver.sh on port (0: a free one) over s->dir/data with bucket, its output
+ * to s->dir/<log_name>; waits up to timeout_s until it listens and records its port. */
+static bool s3rver_launch(s3rver *s, int port, const char *log_name, const char *bucket, const char *extra_opt,
+			  const char *extra_val, double timeout_s)
 {
-	memset(s, 0, sizeof *s);
-	strcpy(s->dir, "/tmp/kiln-s3rver-XXXXXX");
-	if (!mkdtemp(s->dir))
-		return false;
-	char data[160], log[160];
+	char data[160], log[160], port_arg[16];
 	snprintf(data, sizeof data, "%s/data", s->dir);
-	snprintf(log, sizeof log, "%s/log", s->dir);
+	snprintf(log, sizeof log, "%s/%s", s->dir, log_name);
+	snprintf(port_arg, sizeof port_arg, "%d", port);
 	s->pid = fork();
 	if (s->pid < 0)
 		return false;
@@ -139,7 +139,7 @@ bool s3rver_start(s3rver *s, const char *bucket, const char *extra_opt, const ch
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		const char *argv[10] = {"s3rver.sh", "0", data};
+		const char *argv[10] = {"s3rver.sh", port_arg, data};
 		int n = 3;
 		if (extra_opt) {
 			argv[n++] = extra_opt;
@@ -152,8 +152,7 @@ bool s3rver_start(s3rver *s, const char *bucket, const char *extra_opt, const ch
 		execv("tools/s3rver.sh", (char **)argv);
 		_exit(127);
 	}
-	/* The first run installs s3rver from npm, which can take a while. */
-	double deadline = now_s() + 120;
+	double deadline = now_s() + timeout_s;
 	while (now_s() < deadline) {
 		char text[8192] = "";
 		FILE *f = fopen(log, "r");
@@ -178,6 +177,21 @@ bool s3rver_start(s3rver *s, const char *bucket, const char *extra_opt, const ch
 	}
 	fprintf(stderr, "s3rver did not start in time\n");
 	return false;
+}
+
+bool s3rver_start(s3rver *s, const char *bucket, const char *extra_opt, const char *extra_val)
+{
+	memset(s, 0, sizeof *s);
+	strcpy(s->dir, "/tmp/kiln-s3rver-XXXXXX");
+	if (!mkdtemp(s->dir))
+		return false;
+	/* The first run installs s3rver from npm, which can take a while. */
+	return s3rver_launch(s, 0, "log", bucket, extra_opt, extra_val, 120);
+}
+
+bool s3rver_restart(s3rver *s, const char *bucket)
+{
+	return s3rver_launch(s, s->port, "log2", bucket, NULL, NULL, 30);
 }
 
 void s3rver_stop(s3rver *s)

@@ -39,6 +39,9 @@ typedef struct s3rver {
 /* Starts tools/s3rver.sh on a free port serving a fresh temporary directory, with bucket
  * created; waits until it listens. extra (may be NULL) is one more s3rver option pair. */
 bool s3rver_start(s3rver *s, const char *bucket, const char *extra_opt, const char *extra_val);
+/* s3rver again on its old port and data directory, after it was stopped (its output to
+ * s->dir/log2); waits until it listens. */
+bool s3rver_restart(s3rver *s, const char *bucket);
 void s3rver_stop(s3rver *s);
 
 /* ---- fault-injecting server ---- */

@@ -40,6 +40,7 @@
 #include "common/png_io.h"
 #include "common/proto.h"
 #include "common/storage.h"
+#include "proc_util.h"
 #include "sched_sim.h"
 #include "storage_testutil.h"
 
@@ -52,19 +53,6 @@ static pid_t procs[MAX_PROCS];
 static int nprocs;
 static pid_t sched_pid = -1;
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 /* Starts kiln with argv (argv[0] "kiln"), stderr to dir/log; fsize > 0 caps the size of the
  * files it writes (RLIMIT_FSIZE, with SIGXFSZ ignored so that writes fail with EFBIG). */
 static pid_t spawn(const char *log, const char *const *argv, rlim_t fsize)
@@ -72,40 +60,18 @@ static pid_t spawn(const char *log, const char *const *argv, rlim_t fsize)
 	cr_assert_lt(nprocs, MAX_PROCS);
 	char path[256];
 	snprintf(path, sizeof path, "%s/%s", dir, log);
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);  /* never outlive a test that crashed */
-		int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		int null = open("/dev/null", O_WRONLY);
-		if (fd < 0 || null < 0)
-			_exit(127);
-		dup2(fd, 2);
-		dup2(null, 1);
-		if (fsize) {
-			struct rlimit rl = {fsize, fsize};
-			signal(SIGXFSZ, SIG_IGN);  /* an ignored disposition survives exec */
-			setrlimit(RLIMIT_FSIZE, &rl);
-		}
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
+	proc_spec spec = {.path = bin, .log = path, .out = PROC_STDOUT_NULL, .die_with_parent = true, .fsize = fsize};
+	pid_t pid = proc_spawn(&spec, argv);
 	procs[nprocs++] = pid;
 	return pid;
 }
 
-static bool alive(pid_t pid)
-{
-	return pid > 0 && waitpid(pid, NULL, WNOHANG) == 0;
-}
-
+/* Sends sig to pid (if > 0), reaps it and forgets it (teardown leaves it alone). */
 static void kill_wait(pid_t pid, int sig)
 {
-	if (pid <= 0)
-		return;
-	kill(pid, sig);
-	waitpid(pid, NULL, 0);
-	for (int i = 0; i < nprocs; i++)
+	pid_t p = pid;
+	proc_kill(&p, sig);
+	for (int i = 0; pid > 0 && i < nprocs; i++)
 		if (procs[i] == pid)
 			procs[i] = -1;
 }
@@ -129,7 +95,7 @@ static void start_scheduler(const char *const *extra)
 	for (int i = 0; i < 200; i++) {
 		if (http_get("/healthz", NULL, NULL, 0) == 200)
 			return;
-		cr_assert(alive(sched_pid), "the scheduler exited (see %s/scheduler.log)", dir);
+		cr_assert(proc_alive(sched_pid), "the scheduler exited (see %s/scheduler.log)", dir);
 		sleep_ms(25);
 	}
 	cr_assert_fail("the scheduler did not come up (see %s/scheduler.log)", dir);
@@ -150,8 +116,7 @@ static pid_t start_worker(const char *tag, rlim_t fsize, const char *const *extr
 
 static void setup(void)
 {
-	const char *env = getenv("KILN_BIN");
-	cr_assert_not_null(realpath(env ? env : "build/kiln", bin), "no kiln binary");
+	kiln_bin_abs(bin);
 	sim_mkdtemp(dir, sizeof dir, "faults");
 	snprintf(state, sizeof state, "%s/state", dir);
 	snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%u", sim_free_port());
@@ -422,26 +387,36 @@ TestSuite(faults, .init = setup, .fini = teardown, .timeout = 150);
 
 #define NFAULT 200
 
+/* The job of the process-fault tests: dir/in's NFAULT inputs into dir/out (high quality,
+ * mipmaps, shards of 8), each output's writes counted by watch; its id into job. Returns
+ * once `done` items are done: every worker is busy by then, two slots each. */
+static void submit_nfault_job(write_watch *watch, char *job, size_t cap, long long done)
+{
+	char out[256];
+	snprintf(out, sizeof out, "%s/out", dir);
+	watch_start(watch, out, NFAULT);
+	const char *id = submit("{\"input\":\"%s/in\",\"output\":\"%s\",\"quality\":\"high\",\"mipmaps\":true,"
+				"\"shard_size\":8}", dir, out);
+	snprintf(job, cap, "%s", id);
+	wait_done_at_least(job, done, 60, watch);
+}
+
 Test(faults, worker_killed_mid_shard_job_finishes_elsewhere)
 {
 	make_pngs("in", NFAULT, 96, 96);
 	start_scheduler(NULL);
 	pid_t a = start_worker("a", 0, NULL);
 	start_worker("b", 0, NULL);
-	char out[256];
-	snprintf(out, sizeof out, "%s/out", dir);
 	write_watch watch;
-	watch_start(&watch, out, NFAULT);
+	char job[32];
 	double t0 = now_s();
-	const char *id = submit("{\"input\":\"%s/in\",\"output\":\"%s\",\"quality\":\"high\",\"mipmaps\":true,"
-				"\"shard_size\":8}", dir, out);
-	wait_done_at_least(id, NFAULT / 4, 60, &watch);
+	submit_nfault_job(&watch, job, sizeof job, NFAULT / 4);
 	/* both workers are busy by now: two slots each, shards of 8 */
 	kill_wait(a, SIGKILL);
 	double t_kill = now_s();
 	sleep_ms(1000);
 	start_worker("a2", 0, NULL);  /* the replacement, as an orchestrator would start it */
-	json_t *view = wait_job(id, 120, &watch);
+	json_t *view = wait_job(job, 120, &watch);
 	double t_end = now_s();
 	watch_drain(&watch);
 	cr_expect_str_eq(job_state(view), "done");
@@ -468,15 +443,9 @@ Test(faults, scheduler_killed_mid_job_resumes_with_real_workers)
 	start_scheduler(NULL);
 	start_worker("a", 0, NULL);
 	start_worker("b", 0, NULL);
-	char out[256];
-	snprintf(out, sizeof out, "%s/out", dir);
 	write_watch watch;
-	watch_start(&watch, out, NFAULT);
-	const char *id = submit("{\"input\":\"%s/in\",\"output\":\"%s\",\"quality\":\"high\",\"mipmaps\":true,"
-				"\"shard_size\":8}", dir, out);
 	char job[32];
-	snprintf(job, sizeof job, "%s", id);
-	wait_done_at_least(job, NFAULT / 3, 60, &watch);
+	submit_nfault_job(&watch, job, sizeof job, NFAULT / 3);
 	kill_wait(sched_pid, SIGKILL);
 	double t_kill = now_s();
 	watch_drain(&watch);
@@ -524,15 +493,9 @@ Test(faults, stopped_worker_loses_its_lease_and_its_late_results_are_ignored)
 	start_scheduler(sched_opts);
 	pid_t a = start_worker("a", 0, NULL);
 	start_worker("b", 0, NULL);
-	char out[256];
-	snprintf(out, sizeof out, "%s/out", dir);
 	write_watch watch;
-	watch_start(&watch, out, NFAULT);
-	const char *id = submit("{\"input\":\"%s/in\",\"output\":\"%s\",\"quality\":\"high\",\"mipmaps\":true,"
-				"\"shard_size\":8}", dir, out);
 	char job[32];
-	snprintf(job, sizeof job, "%s", id);
-	wait_done_at_least(job, NFAULT / 4, 60, &watch);
+	submit_nfault_job(&watch, job, sizeof job, NFAULT / 4);
 	cr_assert_eq(kill(a, SIGSTOP), 0);
 	double t_stop = now_s();
 	/* frozen until the other worker has done the rest */
@@ -556,7 +519,7 @@ Test(faults, stopped_worker_loses_its_lease_and_its_late_results_are_ignored)
 	cr_expect_eq(items(view, "done"), NFAULT, "late results changed the counts");
 	cr_expect_eq(items(view, "failed"), 0);
 	json_decref(view);
-	cr_expect(alive(a), "the woken worker died");
+	cr_expect(proc_alive(a), "the woken worker died");
 	int hidden = check_outputs("out", NFAULT);
 	cr_expect_eq(hidden, 0, "temporary files left behind");
 	FIGURE("worker SIGSTOP (lease 2.5 s): job done %.1f s after the stop; leases lost %.0f, stale results "
@@ -630,8 +593,8 @@ Test(faults, failing_writes_fail_their_items_and_everything_stays_up)
 
 	/* everything is still up, and a good job goes through the same worker */
 	cr_expect_eq(http_get("/healthz", NULL, NULL, 0), 200);
-	cr_expect(alive(w), "the worker died");
-	cr_expect(alive(sched_pid), "the scheduler died");
+	cr_expect(proc_alive(w), "the worker died");
+	cr_expect(proc_alive(sched_pid), "the scheduler died");
 	id = submit("{\"input\":\"%s/small\",\"output\":\"%s/out-small\",\"quality\":\"fast\"}", dir, dir);
 	view = wait_job(id, 60, NULL);
 	cr_expect_str_eq(job_state(view), "done");
@@ -808,46 +771,6 @@ static void proxy_stop(proxy *px)
 	for (int i = 0; i < 200 && atomic_load(&px->live) > 0; i++)
 		sleep_ms(10);
 	close(px->listen_fd);
-}
-
-/* s3rver again on its old port and data directory, after it was stopped. */
-static bool s3rver_restart(s3rver *s, const char *bucket)
-{
-	char data[160], log[160];
-	snprintf(data, sizeof data, "%s/data", s->dir);
-	snprintf(log, sizeof log, "%s/log2", s->dir);
-	char port[16];
-	snprintf(port, sizeof port, "%d", s->port);
-	s->pid = fork();
-	if (s->pid < 0)
-		return false;
-	if (s->pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execl("tools/s3rver.sh", "s3rver.sh", port, data, "--configure-bucket", bucket, (char *)NULL);
-		_exit(127);
-	}
-	for (double end = now_s() + 30; now_s() < end;) {
-		char text[8192] = "";
-		FILE *f = fopen(log, "r");
-		if (f) {
-			text[fread(text, 1, sizeof text - 1, f)] = '\0';
-			fclose(f);
-		}
-		if (strstr(text, "listening on 127.0.0.1:"))
-			return true;
-		if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
-			fprintf(stderr, "s3rver did not restart:\n%s\n", text);
-			s->pid = 0;
-			return false;
-		}
-		sleep_ms(20);
-	}
-	return false;
 }
 
 #define NS3 120
@@ -1157,12 +1080,9 @@ Test(soak, a_thousand_workers_joining_and_leaving)
 					zmq_msg_close(&m);
 					break;
 				}
-				json_t *msg;
 				kiln_msg_type type;
-				char err[200];
-				kiln_status st = kiln_proto_parse(zmq_msg_data(&m), zmq_msg_size(&m), &msg, &type, err, sizeof err);
+				json_t *msg = sim_parse(zmq_msg_data(&m), zmq_msg_size(&m), &type);
 				zmq_msg_close(&m);
-				cr_assert_eq(st, KILN_OK, "the scheduler sent an invalid message: %s", err);
 				if (type == KILN_MSG_SHARD && !w->shard) {
 					w->shard = msg;
 					w->due = now + 0.5 + (soak_rand() % 2500) / 1000.0;
@@ -1237,7 +1157,7 @@ Test(soak, a_thousand_workers_joining_and_leaving)
 	       "in flight; scheduler RSS floor %ld MiB at %d s, %ld MiB at %d s, %ld MiB peak, %ld MiB after all left\n",
 	       nworkers, seconds, joins, leaves, shards, done, failed, pending, lost, workers, in_flight,
 	       rss_mid / 1024, half, rss_late / 1024, last, rss_peak / 1024, rss_end / 1024);
-	cr_expect(alive(sched_pid));
+	cr_expect(proc_alive(sched_pid));
 	cr_expect_eq(failed, 0);
 	cr_expect_eq(done + pending, nitems, "items lost");
 	cr_expect_eq(workers, 0, "workers that left are still counted");

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "proc_util.h"
 #include "sched_sim.h"
 #include "scheduler/dispatch.h"
 #include "scheduler/jobs.h"
@@ -37,12 +38,6 @@ static void teardown(void)
 
 TestSuite(sched_dispatch, .init = setup, .fini = teardown, .timeout = 60);
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 /* Submits a job of n listed items; returns its id in out. */
 static void submit(int n, int shard_size, int max_attempts, char *out, size_t cap)
 {
@@ -58,6 +53,17 @@ static void submit(int n, int shard_size, int max_attempts, char *out, size_t ca
 	snprintf(out, cap, "%s", json_string_value(json_object_get(view, "id")));
 	json_decref(view);
 	json_decref(spec);
+}
+
+/* A simulated worker called name with slots, given time to say ready, then a job of n
+ * listed items (see submit) whose id goes into id. */
+static sim_worker *worker_with_job(const char *name, unsigned slots, int n, int shard_size, int max_attempts,
+				   char *id, size_t cap)
+{
+	sim_worker *w = sim_worker_new(kiln_dispatch_endpoint(disp), name, slots, NULL);
+	sleep_ms(100);
+	submit(n, shard_size, max_attempts, id, cap);
+	return w;
 }
 
 static json_int_t items(const char *id, const char *name)
@@ -115,9 +121,7 @@ static void free_all(json_t **msgs, int n)
 Test(sched_dispatch, credits_are_respected_and_the_least_loaded_goes_first)
 {
 	char id[16];
-	sim_worker *w = sim_worker_new(kiln_dispatch_endpoint(disp), "w-credits", 2, NULL);
-	sleep_ms(100);
-	submit(20, 2, 3, id, sizeof id);
+	sim_worker *w = worker_with_job("w-credits", 2, 20, 2, 3, id, sizeof id);
 	json_t *got[10] = {0};
 	cr_assert_eq(take_shards(w, got, 0, 2, 3000), 2);
 	cr_expect_eq(take_shards(w, got, 2, 8, 400), 0, "a worker with 2 slots holds 2 shards, never more");
@@ -151,9 +155,7 @@ Test(sched_dispatch, credits_are_respected_and_the_least_loaded_goes_first)
 Test(sched_dispatch, a_silent_worker_loses_its_shards_and_its_late_result_is_ignored)
 {
 	char id[16];
-	sim_worker *w1 = sim_worker_new(kiln_dispatch_endpoint(disp), "w-silent", 2, NULL);
-	sleep_ms(100);
-	submit(4, 2, 3, id, sizeof id);
+	sim_worker *w1 = worker_with_job("w-silent", 2, 4, 2, 3, id, sizeof id);
 	json_t *got[2] = {0};
 	cr_assert_eq(take_shards(w1, got, 0, 2, 3000), 2);
 	/* w1 now says nothing; w2 arrives and heartbeats */
@@ -188,9 +190,7 @@ Test(sched_dispatch, a_silent_worker_loses_its_shards_and_its_late_result_is_ign
 Test(sched_dispatch, an_expired_lease_is_handed_out_again)
 {
 	char id[16];
-	sim_worker *w = sim_worker_new(kiln_dispatch_endpoint(disp), "w-forgetful", 1, NULL);
-	sleep_ms(100);
-	submit(2, 2, 3, id, sizeof id);
+	sim_worker *w = worker_with_job("w-forgetful", 1, 2, 2, 3, id, sizeof id);
 	json_t *first = await(w, KILN_MSG_SHARD, 3000, NULL);
 	cr_assert_not_null(first);
 	/* heartbeats that do not name the shard do not renew its lease */
@@ -221,9 +221,7 @@ Test(sched_dispatch, an_expired_lease_is_handed_out_again)
 Test(sched_dispatch, items_failing_max_attempts_times_are_listed)
 {
 	char id[16];
-	sim_worker *w = sim_worker_new(kiln_dispatch_endpoint(disp), "w-unlucky", 2, NULL);
-	sleep_ms(100);
-	submit(3, 3, 2, id, sizeof id);
+	sim_worker *w = worker_with_job("w-unlucky", 2, 3, 3, 2, id, sizeof id);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		json_t *shard = await(w, KILN_MSG_SHARD, 3000, NULL);
 		cr_assert_not_null(shard, "attempt %d was not dispatched", attempt + 1);
@@ -262,9 +260,7 @@ Test(sched_dispatch, items_failing_max_attempts_times_are_listed)
 Test(sched_dispatch, cancel_tells_the_workers_and_stops_dispatch)
 {
 	char id[16];
-	sim_worker *w = sim_worker_new(kiln_dispatch_endpoint(disp), "w-cancel", 1, NULL);
-	sleep_ms(100);
-	submit(6, 2, 3, id, sizeof id);
+	sim_worker *w = worker_with_job("w-cancel", 1, 6, 2, 3, id, sizeof id);
 	json_t *shard = await(w, KILN_MSG_SHARD, 3000, NULL);
 	cr_assert_not_null(shard);
 	json_t *view;
@@ -289,10 +285,8 @@ Test(sched_dispatch, cancel_tells_the_workers_and_stops_dispatch)
 
 Test(sched_dispatch, other_versions_and_garbage_do_not_hurt)
 {
-	sim_worker *w = sim_worker_new(kiln_dispatch_endpoint(disp), "w-odd", 1, NULL);
-	sleep_ms(100);
 	char id[16];
-	submit(2, 2, 3, id, sizeof id);
+	sim_worker *w = worker_with_job("w-odd", 1, 2, 2, 3, id, sizeof id);
 	json_t *shard = await(w, KILN_MSG_SHARD, 3000, NULL);
 	cr_assert_not_null(shard);
 	/* a result naming items outside its shard, twice, or unknown shards changes nothing */

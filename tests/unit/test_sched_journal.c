@@ -54,6 +54,16 @@ static void append_n(kiln_journal *j, int from, int to)
 	}
 }
 
+/* Appends the test records from..to-1 to the journal in dir, through a journal opened and
+ * closed for it. */
+static void write_records(int from, int to)
+{
+	kiln_journal *j;
+	cr_assert_eq(kiln_journal_open(dir, 0, &j), KILN_OK);
+	append_n(j, from, to);
+	kiln_journal_close(j);
+}
+
 static seen replay(void)
 {
 	kiln_journal *j;
@@ -81,10 +91,7 @@ static off_t file_size(void)
 
 Test(sched_journal, records_survive_reopen)
 {
-	kiln_journal *j;
-	cr_assert_eq(kiln_journal_open(dir, 0, &j), KILN_OK);
-	append_n(j, 0, 100);
-	kiln_journal_close(j);
+	write_records(0, 100);
 	seen s = replay();
 	cr_expect_eq(s.count, 100);
 	cr_expect_eq(s.sum, 4950);
@@ -92,10 +99,7 @@ Test(sched_journal, records_survive_reopen)
 
 Test(sched_journal, torn_last_line_is_dropped_and_cut_off)
 {
-	kiln_journal *j;
-	cr_assert_eq(kiln_journal_open(dir, 0, &j), KILN_OK);
-	append_n(j, 0, 10);
-	kiln_journal_close(j);
+	write_records(0, 10);
 	off_t good = file_size();
 	append_raw("{\"t\":\"test\",\"n\":10");  /* a crash in the middle of a write */
 	seen s = replay();
@@ -103,6 +107,7 @@ Test(sched_journal, torn_last_line_is_dropped_and_cut_off)
 	cr_expect_eq(file_size(), good, "the torn tail must be truncated");
 
 	/* appends after recovery start on a clean line */
+	kiln_journal *j;
 	cr_assert_eq(kiln_journal_open(dir, 0, &j), KILN_OK);
 	s = (seen){0, 0};
 	cr_assert_eq(kiln_journal_replay(j, collect, &s), KILN_OK);
@@ -121,9 +126,7 @@ Test(sched_journal, torn_last_line_is_dropped_and_cut_off)
 Test(sched_journal, damage_before_the_end_is_refused)
 {
 	kiln_journal *j;
-	cr_assert_eq(kiln_journal_open(dir, 0, &j), KILN_OK);
-	append_n(j, 0, 3);
-	kiln_journal_close(j);
+	write_records(0, 3);
 	append_raw("{garbage\n");
 	cr_assert_eq(kiln_journal_open(dir, 0, &j), KILN_OK);
 	append_n(j, 3, 4);
