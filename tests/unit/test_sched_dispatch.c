@@ -12,6 +12,9 @@
 #include "scheduler/dispatch.h"
 #include "scheduler/jobs.h"
 
+/* Waits for what must arrive: generous, since a loaded 2-core machine can be seconds late;
+ * they return as soon as the message comes. */
+#define WAIT_MS 10000
 #define HEARTBEAT_MS 50
 #define LEASE_MS 600
 
@@ -123,7 +126,7 @@ Test(sched_dispatch, credits_are_respected_and_the_least_loaded_goes_first)
 	char id[16];
 	sim_worker *w = worker_with_job("w-credits", 2, 20, 2, 3, id, sizeof id);
 	json_t *got[10] = {0};
-	cr_assert_eq(take_shards(w, got, 0, 2, 3000), 2);
+	cr_assert_eq(take_shards(w, got, 0, 2, WAIT_MS), 2);
 	cr_expect_eq(take_shards(w, got, 2, 8, 400), 0, "a worker with 2 slots holds 2 shards, never more");
 	cr_assert_not_null(got[0]);
 	cr_expect_eq(json_array_size(json_object_get(got[0], "items")), 2);
@@ -133,19 +136,19 @@ Test(sched_dispatch, credits_are_respected_and_the_least_loaded_goes_first)
 	/* a result returns a slot: exactly one more shard follows */
 	sim_result(w, got[0], NULL);
 	json_t *held = ids(got + 1, 1);
-	json_t *ack = await(w, KILN_MSG_ACK, 3000, held);
+	json_t *ack = await(w, KILN_MSG_ACK, WAIT_MS, held);
 	json_decref(held);
 	cr_assert_not_null(ack, "no ack");
 	cr_expect_str_eq(json_string_value(json_object_get(ack, "shard")), json_string_value(json_object_get(got[0], "shard")));
 	json_decref(ack);
 	cr_expect_eq(items(id, "done"), 2, "journaled before the ack");
-	cr_expect_eq(take_shards(w, got, 2, 1, 3000), 1);
+	cr_expect_eq(take_shards(w, got, 2, 1, WAIT_MS), 1);
 	cr_expect_eq(take_shards(w, got, 3, 7, 300), 0);
 
 	/* a second, idle worker gets the next shards before the busy one */
 	sim_worker *w2 = sim_worker_new(kiln_dispatch_endpoint(disp), "w-idle", 4, NULL);
 	json_t *got2[8] = {0};
-	cr_expect_eq(take_shards(w2, got2, 0, 4, 3000), 4);
+	cr_expect_eq(take_shards(w2, got2, 0, 4, WAIT_MS), 4);
 	free_all(got, 10);
 	free_all(got2, 8);
 	sim_worker_free(w);
@@ -157,7 +160,7 @@ Test(sched_dispatch, a_silent_worker_loses_its_shards_and_its_late_result_is_ign
 	char id[16];
 	sim_worker *w1 = worker_with_job("w-silent", 2, 4, 2, 3, id, sizeof id);
 	json_t *got[2] = {0};
-	cr_assert_eq(take_shards(w1, got, 0, 2, 3000), 2);
+	cr_assert_eq(take_shards(w1, got, 0, 2, WAIT_MS), 2);
 	/* w1 now says nothing; w2 arrives and heartbeats */
 	sim_worker *w2 = sim_worker_new(kiln_dispatch_endpoint(disp), "w-healthy", 2, NULL);
 	json_t *again[2] = {0};
@@ -168,7 +171,7 @@ Test(sched_dispatch, a_silent_worker_loses_its_shards_and_its_late_result_is_ign
 	}
 	/* w1 comes back with results from its old leases: acknowledged, ignored */
 	sim_result(w1, got[0], NULL);
-	json_t *ack = sim_recv(w1, KILN_MSG_ACK, 3000);
+	json_t *ack = sim_recv(w1, KILN_MSG_ACK, WAIT_MS);
 	cr_assert_not_null(ack, "a late result is still acknowledged");
 	json_decref(ack);
 	cr_expect_eq(items(id, "done"), 0, "the late result was counted");
@@ -176,7 +179,7 @@ Test(sched_dispatch, a_silent_worker_loses_its_shards_and_its_late_result_is_ign
 	for (int i = 0; i < 2; i++)
 		sim_result(w2, again[i], NULL);
 	for (int i = 0; i < 2; i++) {
-		ack = await(w2, KILN_MSG_ACK, 3000, NULL);
+		ack = await(w2, KILN_MSG_ACK, WAIT_MS, NULL);
 		cr_assert_not_null(ack);
 		json_decref(ack);
 	}
@@ -191,7 +194,7 @@ Test(sched_dispatch, an_expired_lease_is_handed_out_again)
 {
 	char id[16];
 	sim_worker *w = worker_with_job("w-forgetful", 1, 2, 2, 3, id, sizeof id);
-	json_t *first = await(w, KILN_MSG_SHARD, 3000, NULL);
+	json_t *first = await(w, KILN_MSG_SHARD, WAIT_MS, NULL);
 	cr_assert_not_null(first);
 	/* heartbeats that do not name the shard do not renew its lease */
 	json_t *second = await(w, KILN_MSG_SHARD, 3 * LEASE_MS, NULL);
@@ -199,7 +202,7 @@ Test(sched_dispatch, an_expired_lease_is_handed_out_again)
 	cr_expect_str_eq(json_string_value(json_object_get(second, "shard")), json_string_value(json_object_get(first, "shard")));
 	cr_expect_gt(json_integer_value(json_object_get(second, "lease")), json_integer_value(json_object_get(first, "lease")));
 	sim_result(w, first, NULL);  /* old lease */
-	json_t *ack = await(w, KILN_MSG_ACK, 3000, NULL);
+	json_t *ack = await(w, KILN_MSG_ACK, WAIT_MS, NULL);
 	cr_assert_not_null(ack);
 	json_decref(ack);
 	cr_expect_eq(items(id, "done"), 0);
@@ -209,7 +212,7 @@ Test(sched_dispatch, an_expired_lease_is_handed_out_again)
 	cr_expect_null(third, "a renewed lease expired");
 	json_decref(active);
 	sim_result(w, second, NULL);
-	ack = await(w, KILN_MSG_ACK, 3000, NULL);
+	ack = await(w, KILN_MSG_ACK, WAIT_MS, NULL);
 	cr_assert_not_null(ack);
 	json_decref(ack);
 	cr_expect_eq(items(id, "done"), 2);
@@ -223,10 +226,10 @@ Test(sched_dispatch, items_failing_max_attempts_times_are_listed)
 	char id[16];
 	sim_worker *w = worker_with_job("w-unlucky", 2, 3, 3, 2, id, sizeof id);
 	for (int attempt = 0; attempt < 2; attempt++) {
-		json_t *shard = await(w, KILN_MSG_SHARD, 3000, NULL);
+		json_t *shard = await(w, KILN_MSG_SHARD, WAIT_MS, NULL);
 		cr_assert_not_null(shard, "attempt %d was not dispatched", attempt + 1);
 		sim_result(w, shard, "corrupt data: IHDR: CRC error");
-		json_t *ack = await(w, KILN_MSG_ACK, 3000, NULL);
+		json_t *ack = await(w, KILN_MSG_ACK, WAIT_MS, NULL);
 		cr_assert_not_null(ack);
 		json_decref(ack);
 		json_decref(shard);
@@ -247,10 +250,10 @@ Test(sched_dispatch, items_failing_max_attempts_times_are_listed)
 	/* retry-failed makes them pending and dispatches them again */
 	cr_assert_eq(kiln_jobs_retry_failed(jobs, id, &view), KILN_OK);
 	json_decref(view);
-	json_t *shard = await(w, KILN_MSG_SHARD, 3000, NULL);
+	json_t *shard = await(w, KILN_MSG_SHARD, WAIT_MS, NULL);
 	cr_assert_not_null(shard);
 	sim_result(w, shard, NULL);
-	json_decref(await(w, KILN_MSG_ACK, 3000, NULL));
+	json_decref(await(w, KILN_MSG_ACK, WAIT_MS, NULL));
 	cr_expect_eq(items(id, "done"), 3);
 	cr_expect_eq(items(id, "failed"), 0);
 	json_decref(shard);
@@ -261,21 +264,21 @@ Test(sched_dispatch, cancel_tells_the_workers_and_stops_dispatch)
 {
 	char id[16];
 	sim_worker *w = worker_with_job("w-cancel", 1, 6, 2, 3, id, sizeof id);
-	json_t *shard = await(w, KILN_MSG_SHARD, 3000, NULL);
+	json_t *shard = await(w, KILN_MSG_SHARD, WAIT_MS, NULL);
 	cr_assert_not_null(shard);
 	json_t *view;
 	cr_assert_eq(kiln_jobs_cancel(jobs, id, &view), KILN_OK);
 	cr_expect_str_eq(json_string_value(json_object_get(view, "state")), "cancelled");
 	json_decref(view);
 	json_t *active = json_pack("[O]", json_object_get(shard, "shard"));
-	json_t *cancel = await(w, KILN_MSG_CANCEL, 3000, active);
+	json_t *cancel = await(w, KILN_MSG_CANCEL, WAIT_MS, active);
 	json_decref(active);
 	cr_assert_not_null(cancel, "no cancel reached the worker");
 	cr_expect_str_eq(json_string_value(json_object_get(cancel, "job")), id);
 	json_decref(cancel);
 	/* the worker reports its items cancelled; they are not failures */
 	sim_result(w, shard, "cancelled");
-	json_decref(await(w, KILN_MSG_ACK, 3000, NULL));
+	json_decref(await(w, KILN_MSG_ACK, WAIT_MS, NULL));
 	cr_expect_null(await(w, KILN_MSG_SHARD, 300, NULL), "a cancelled job was dispatched");
 	cr_expect_eq(items(id, "failed"), 0);
 	cr_expect_eq(items(id, "in_flight"), 0);
@@ -287,17 +290,17 @@ Test(sched_dispatch, other_versions_and_garbage_do_not_hurt)
 {
 	char id[16];
 	sim_worker *w = worker_with_job("w-odd", 1, 2, 2, 3, id, sizeof id);
-	json_t *shard = await(w, KILN_MSG_SHARD, 3000, NULL);
+	json_t *shard = await(w, KILN_MSG_SHARD, WAIT_MS, NULL);
 	cr_assert_not_null(shard);
 	/* a result naming items outside its shard, twice, or unknown shards changes nothing */
 	json_t *bogus = json_pack("{s:i, s:s, s:s, s:s, s:I, s:[{s:i, s:s}, {s:i, s:s}]}", "v", 1, "type", "result",
 				  "job", id, "shard", "j999.s0", "lease", (json_int_t)1, "items", "id", 0, "status",
 				  "ok", "id", 0, "status", "ok");
 	sim_send(w, bogus);
-	json_decref(await(w, KILN_MSG_ACK, 3000, NULL));
+	json_decref(await(w, KILN_MSG_ACK, WAIT_MS, NULL));
 	cr_expect_eq(items(id, "done"), 0);
 	sim_result(w, shard, NULL);
-	json_decref(await(w, KILN_MSG_ACK, 3000, NULL));
+	json_decref(await(w, KILN_MSG_ACK, WAIT_MS, NULL));
 	cr_expect_eq(items(id, "done"), 2);
 	json_decref(shard);
 	sim_worker_free(w);
