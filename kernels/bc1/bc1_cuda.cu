@@ -217,17 +217,18 @@ __device__ __forceinline__ static int32_t fast_key(uint32_t t, const fast_pal *f
 	return min(min(k0, k1), min(k2, k3));
 }
 
-// bc1_assign over all 16 texels of an all-opaque block; tt16 = sum of |t|^2 over them.
-__device__ __forceinline__ static uint32_t fast_assign16(const uint32_t *rgba, uint32_t c0, uint32_t c1,
-							 int four, int32_t tt16, uint32_t *indices)
+// bc1_assign over QUADS * 4 consecutive texels of an all-opaque block, read as uint4
+// quads; tt = sum of |t|^2 over them. Indices come back from bit 0.
+template <int QUADS>
+__device__ __forceinline__ static uint32_t fast_assign_quads(const uint4 *v, uint32_t c0, uint32_t c1,
+							     int four, int32_t tt, uint32_t *indices)
 {
 	fast_pal fp;
 	fast_palette(c0, c1, four, &fp);
-	const uint4 *v = (const uint4 *)rgba;
-	int32_t err = tt16;
+	int32_t err = tt;
 	uint32_t idx = 0;
 #pragma unroll
-	for (int q = 0; q < 4; q++) {
+	for (int q = 0; q < QUADS; q++) {
 		uint4 t = v[q];
 		const uint32_t tq[4] = {t.x, t.y, t.z, t.w};
 #pragma unroll
@@ -241,29 +242,21 @@ __device__ __forceinline__ static uint32_t fast_assign16(const uint32_t *rgba, u
 	return (uint32_t)err;
 }
 
+// bc1_assign over all 16 texels of an all-opaque block; tt16 = sum of |t|^2 over them.
+__device__ __forceinline__ static uint32_t fast_assign16(const uint32_t *rgba, uint32_t c0, uint32_t c1,
+							 int four, int32_t tt16, uint32_t *indices)
+{
+	return fast_assign_quads<4>((const uint4 *)rgba, c0, c1, four, tt16, indices);
+}
+
 // bc1_assign_span over texels [8 * half, 8 * half + 8) of an all-opaque block; tt8 = sum
 // of |t|^2 over them. The indices come back in place (shifted by 16 * half).
 __device__ __forceinline__ static uint32_t fast_assign8(const uint32_t *rgba, int half, uint32_t c0,
 							uint32_t c1, int four, int32_t tt8, uint32_t *indices)
 {
-	fast_pal fp;
-	fast_palette(c0, c1, four, &fp);
-	const uint4 *v = (const uint4 *)rgba + 2 * half;
-	int32_t err = tt8;
-	uint32_t idx = 0;
-#pragma unroll
-	for (int q = 0; q < 2; q++) {
-		uint4 t = v[q];
-		const uint32_t tq[4] = {t.x, t.y, t.z, t.w};
-#pragma unroll
-		for (int j = 0; j < 4; j++) {
-			int32_t key = fast_key(tq[j], &fp);
-			err += key >> 2;
-			idx |= (uint32_t)(key & 3) << (2 * (4 * q + j));
-		}
-	}
-	*indices = idx << (16 * half);
-	return (uint32_t)err;
+	uint32_t err = fast_assign_quads<2>((const uint4 *)rgba + 2 * half, c0, c1, four, tt8, indices);
+	*indices <<= 16 * half;
+	return err;
 }
 
 // group_winner_warp for n == 16 (every candidate applies): the same gains in the same
