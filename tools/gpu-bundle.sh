@@ -5,18 +5,20 @@
 #   export LD_LIBRARY_PATH=$PWD/.bundle/lib KILN_SHARED=$PWD/.bundle/data KILN_BIN=$PWD/.bundle/bin/kiln
 #   .bundle/bin/tests-gpu        (what `make test-gpu` runs)
 #   .bundle/bin/kiln-bench       (what `make bench` runs)
-# BUILD (default build) names the build folder, as for make.
+# BUILD (default build) names the build folder, as for make; BUNDLE (default .bundle) the
+# output folder, so that several builds can be bundled side by side.
 set -eu
 cd "$(dirname "$0")/.."
 b=${BUILD:-build}
+o=${BUNDLE:-.bundle}
 make -j2 BUILD="$b" "$b/kiln" "$b/tests/gpu" "$b/tests/unit" "$b/kiln-bench"
-rm -rf .bundle
-mkdir -p .bundle/bin .bundle/data
-cp "$b/kiln" .bundle/bin/kiln
-cp "$b/tests/gpu" .bundle/bin/tests-gpu
-cp "$b/tests/unit" .bundle/bin/tests-unit
-cp "$b/kiln-bench" .bundle/bin/kiln-bench
+rm -rf "$o"
+mkdir -p "$o/bin" "$o/data"
+cp "$b/kiln" "$o/bin/kiln"
+cp "$b/tests/gpu" "$o/bin/tests-gpu"
+cp "$b/tests/unit" "$o/bin/tests-unit"
+cp "$b/kiln-bench" "$o/bin/kiln-bench"
 shared=${KILN_SHARED:-../shared/data}
-cp -r "$shared/kodak" "$shared/pngsuite" .bundle/data/
-../shared/tools/bundle-libs .bundle .bundle/bin/*
-du -sh .bundle
+cp -r "$shared/kodak" "$shared/pngsuite" "$o/data/"
+../shared/tools/bundle-libs "$o" "$o"/bin/*
+du -sh "$o"
