@@ -1,7 +1,7 @@
 /* kiln-bench: kiln's codecs against the anchors (libsquish for BC1), side by side, on the
  * Kodak set. Prints markdown tables (what, kiln, anchor, ratio) and writes them to a file.
  *
- *   kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker] [--out FILE.md]
+ *   kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker|astc|astcgpu] [--out FILE.md]
  *
  * Run from the repository root (make bench), so ../shared/data/kodak is found; KILN_SHARED
  * overrides the data folder. Exit status 1 when a check failed (an encoder error, GPU
@@ -16,9 +16,22 @@
 
 #define DEFAULT_OUT "bench/out/bench.md"
 
+/* ASTC against astcenc (bench_astc.c): only with --only astc, it takes minutes. */
+int bench_astc(const bench_opts *opts, const bench_set *set, bench_report *report);
+static bool only_astc;
+/* ASTC on the GPU (bench_astc_gpu.c): only with --only astcgpu, it takes a minute. */
+int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *report);
+static bool only_astcgpu;
+/* PNG decoding against libpng and libspng (bench_png_dec.c): only with --only pngdec. */
+int bench_png_dec(const bench_opts *opts, bench_report *report);
+static bool only_pngdec;
+/* The PNG encoder against libpng (bench_png_enc.c): only with --only pngenc. */
+int bench_png_enc(const bench_opts *opts, const bench_set *set, bench_report *report);
+static bool only_pngenc;
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker] [--out FILE.md]\n"
+	fprintf(f, "usage: kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker|astc|astcgpu] [--out FILE.md]\n"
 		   "  --quick   one timed run, no warm-up (CI smoke)\n"
 		   "  --only    run one part: BC1 quality, CPU throughput, the GPU part, or\n"
 		   "            scheduler scale (simulated workers), or the worker pipeline\n"
@@ -46,7 +59,12 @@ static int parse_args(int argc, char **argv, bench_opts *opts)
 			opts->gpu = strcmp(part, "gpu") == 0;
 			opts->sched = strcmp(part, "sched") == 0;
 			opts->worker = strcmp(part, "worker") == 0;
-			if (!opts->quality && !opts->cpu && !opts->gpu && !opts->sched && !opts->worker) {
+			only_astc = strcmp(part, "astc") == 0;
+			only_astcgpu = strcmp(part, "astcgpu") == 0;
+			only_pngdec = strcmp(part, "pngdec") == 0;
+			only_pngenc = strcmp(part, "pngenc") == 0;
+			if (!opts->quality && !opts->cpu && !opts->gpu && !opts->sched && !opts->worker &&
+			    !only_astc && !only_astcgpu && !only_pngdec && !only_pngenc) {
 				fprintf(stderr, "kiln-bench: unknown part '%s'\n", part);
 				return 1;
 			}
@@ -90,7 +108,7 @@ int main(int argc, char **argv)
 	static bench_set set;  /* large: keep it off the stack */
 	static bench_report report;
 	char err[600];
-	bool images = opts.quality || opts.cpu || opts.gpu || opts.worker;  /* the scheduler part needs none */
+	bool images = opts.quality || opts.cpu || opts.gpu || opts.worker || only_astc || only_astcgpu || only_pngenc;  /* the scheduler part needs none */
 	kiln_status st = images ? bench_load_kodak(&set, err, sizeof err) : KILN_OK;
 	if (st != KILN_OK) {
 		fprintf(stderr, "kiln-bench: %s\n", err);
@@ -103,6 +121,14 @@ int main(int argc, char **argv)
 
 	int failed = images ? bench_bc1(&opts, &set, &report) : 0;
 	failed += images ? bench_mip(&opts, &set, &report) : 0;
+	if (only_astcgpu)
+		failed += bench_astc_gpu(&opts, &set, &report);
+	if (only_astc)
+		failed += bench_astc(&opts, &set, &report);
+	if (only_pngdec)
+		failed += bench_png_dec(&opts, &report);
+	if (only_pngenc)
+		failed += bench_png_enc(&opts, &set, &report);
 	if (opts.sched)
 		failed += bench_sched(&opts, &report);
 	if (opts.worker)

@@ -37,8 +37,8 @@ static const char usage_text[] =
 	"  --mipmaps                     write the full mip chain down to 1x1\n"
 	"  --alpha-cutoff N              alpha below N becomes transparent (BC1 punch-through),\n"
 	"                                0 keeps everything opaque (default 128)\n"
-	"  --device auto|cpu|gpu|gpu:N   where to encode (default auto: the GPU when there is one\n"
-	"                                and the format has a GPU backend; ASTC runs on the CPU)\n"
+	"  --device auto|cpu|gpu|gpu:N   where to encode (default auto: the GPU when there is one)\n"
+	CLI_PNG_DECODER_HELP
 	"  --batch N                     images per batch, 1..1024 (default 32)\n"
 	"  --threads N                   CPU threads (default: all cores)\n"
 	"  --max-pixels N                refuse inputs with more pixels (default 268435456)\n"
@@ -62,6 +62,7 @@ typedef struct encode_args {
 	long batch;
 	long threads;
 	kiln_image_limits limits;
+	kiln_png_decoder png_decoder;
 	bool json;
 	bool quiet;
 	const char *output;
@@ -80,7 +81,7 @@ typedef struct item_result {
 } item_result;
 
 enum { OPT_FORMAT = 256, OPT_QUALITY, OPT_CONTAINER, OPT_SRGB, OPT_LINEAR, OPT_MIPMAPS,
-       OPT_ALPHA, OPT_DEVICE, OPT_BATCH, OPT_THREADS, OPT_MAXPIX, OPT_JSON, OPT_BLOCK };
+       OPT_ALPHA, OPT_DEVICE, OPT_BATCH, OPT_THREADS, OPT_MAXPIX, OPT_JSON, OPT_BLOCK, OPT_PNG_DECODER };
 
 /* "WxH", one of the ASTC footprints. */
 static bool parse_block(const char *arg, uint32_t *w, uint32_t *h)
@@ -132,6 +133,7 @@ static int parse_args(int argc, char **argv, encode_args *a)
 		{"threads", required_argument, NULL, OPT_THREADS},
 		{"max-pixels", required_argument, NULL, OPT_MAXPIX},
 		{"json", no_argument, NULL, OPT_JSON},
+		{"png-decoder", required_argument, NULL, OPT_PNG_DECODER},
 		{"quiet", no_argument, NULL, 'q'},
 		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
@@ -209,6 +211,10 @@ static int parse_args(int argc, char **argv, encode_args *a)
 			a->limits.max_pixels = (uint64_t)v;
 			break;
 		case OPT_JSON: a->json = true; break;
+		case OPT_PNG_DECODER:
+			if (!cli_parse_png_decoder("encode", optarg, &a->png_decoder))
+				return CLI_EXIT_USAGE;
+			break;
 		case 'q': a->quiet = true; break;
 		case 'o': a->output = optarg; break;
 		case 'h':
@@ -269,9 +275,9 @@ static void read_range(void *p, size_t begin, size_t end)
 {
 	read_job *job = p;
 	for (size_t i = begin; i < end; i++)
-		job->items[i].status = kiln_png_read_file(job->items[i].input, &job->args->limits,
-							  &job->images[i], job->items[i].detail,
-							  sizeof job->items[i].detail);
+		job->items[i].status = kiln_png_read_path(job->items[i].input, job->args->png_decoder,
+							  &job->args->limits, NULL, &job->images[i],
+							  job->items[i].detail, sizeof job->items[i].detail);
 }
 
 static void write_output(const encode_args *a, item_result *item, kiln_texture *tex)
@@ -375,7 +381,7 @@ int cli_encode(int argc, char **argv)
 	rc = CLI_EXIT_FATAL;
 	bool gpu_format = kiln_texenc_gpu_supported(a.opts.format);
 	if (!gpu_format && a.device.kind == KILN_DEVICE_GPU) {
-		fprintf(stderr, "kiln encode: ASTC has no GPU backend yet: use --device cpu (or auto)\n");
+		fprintf(stderr, "kiln encode: this format has no GPU backend: use --device cpu (or auto)\n");
 		goto fail;
 	}
 	if (!gpu_format)

@@ -48,6 +48,7 @@ static const char usage_text[] =
 	CLI_SPEC_HELP
 	"  --device auto|cpu|gpu|gpu:N   where to encode (default auto: every GPU, else the CPU)\n"
 	"  --devices all|cpu|0,1,...     several GPUs, as kiln worker takes them\n"
+	CLI_PNG_DECODER_HELP
 	"  --state-dir DIR        keep the journal in DIR: the same command again resumes the\n"
 	"                         job after an interruption (default: a temporary directory,\n"
 	"                         removed at the end)\n"
@@ -70,10 +71,11 @@ typedef struct run_args {
 	json_t *inputs;
 	const char *devices;
 	const char *state_dir;
+	kiln_png_decoder png_decoder;
 	bool json, quiet;
 } run_args;
 
-enum { OPT_INPUT = 256, OPT_OUTPUT, OPT_DEVICE, OPT_DEVICES, OPT_STATE, OPT_JSON };
+enum { OPT_INPUT = 256, OPT_OUTPUT, OPT_DEVICE, OPT_DEVICES, OPT_STATE, OPT_JSON, OPT_PNG_DECODER };
 
 static volatile sig_atomic_t interrupted;
 
@@ -155,6 +157,7 @@ static int parse_args(int argc, char **argv, run_args *a, char *devices_buf, siz
 		{"devices", required_argument, NULL, OPT_DEVICES},
 		{"state-dir", required_argument, NULL, OPT_STATE},
 		{"json", no_argument, NULL, OPT_JSON},
+		{"png-decoder", required_argument, NULL, OPT_PNG_DECODER},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{0, 0, 0, 0},
@@ -190,6 +193,10 @@ static int parse_args(int argc, char **argv, run_args *a, char *devices_buf, siz
 		case OPT_DEVICES: a->devices = optarg; break;
 		case OPT_STATE: a->state_dir = optarg; break;
 		case OPT_JSON: a->json = true; break;
+		case OPT_PNG_DECODER:
+			if (!cli_parse_png_decoder("run", optarg, &a->png_decoder))
+				return CLI_EXIT_USAGE;
+			break;
 		case 'q': a->quiet = true; break;
 		case 'h': fputs(usage_text, stdout); return -1;
 		default: fprintf(stderr, "kiln run: see 'kiln run --help'\n"); return CLI_EXIT_USAGE;
@@ -327,15 +334,6 @@ int cli_run(int argc, char **argv)
 		rc = rc < 0 ? CLI_EXIT_OK : rc;
 		goto fail;
 	}
-	/* the worker encodes ASTC on its CPU pool whatever its devices; asking for a GPU by
-	 * name for it is a mistake worth saying */
-	const char *format = json_string_value(json_object_get(a.spec, "format"));
-	if (format && strcmp(format, "astc") == 0 && strcmp(a.devices, "all") != 0 &&
-	    strcmp(a.devices, "cpu") != 0) {
-		fprintf(stderr, "kiln run: ASTC has no GPU backend yet: use --device cpu (or auto)\n");
-		rc = CLI_EXIT_FATAL;
-		goto fail;
-	}
 	/* from here a signal ends the run through the clean-up below, which removes the
 	 * temporary state directory */
 	memset(&sa, 0, sizeof sa);
@@ -350,6 +348,7 @@ int cli_run(int argc, char **argv)
 		kiln_log_set_level(KILN_LOG_ERROR);
 	if ((rc = cli_worker_config("run", a.devices, &wcfg)) != CLI_EXIT_OK)
 		goto fail;
+	wcfg.pipeline.png_decoder = a.png_decoder;
 	rc = CLI_EXIT_FATAL;
 	/* libcurl's global set-up is not thread-safe: done here before any thread starts */
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

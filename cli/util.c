@@ -27,6 +27,15 @@ bool cli_parse_long(const char *cmd, const char *opt, const char *arg, long min,
 	return true;
 }
 
+bool cli_parse_png_decoder(const char *cmd, const char *arg, kiln_png_decoder *out)
+{
+	if (kiln_png_decoder_parse(arg, out) != KILN_OK) {
+		fprintf(stderr, "kiln %s: --png-decoder is kiln or libpng, not '%s'\n", cmd, arg);
+		return false;
+	}
+	return true;
+}
+
 bool cli_parse_device(const char *cmd, const char *arg, kiln_device *out)
 {
 	if (kiln_device_parse(arg, out) != KILN_OK) {

@@ -7,12 +7,21 @@
 #include <stdint.h>
 
 #include "kernels/gpu.h"
+#include "kernels/png/png_read.h"
 
 /* Parses a decimal integer in [min, max]; false (with a message naming opt) otherwise. */
 bool cli_parse_long(const char *cmd, const char *opt, const char *arg, long min, long max, long *out);
 
 /* Parses a --device value (auto, cpu, gpu or gpu:N); false (with a message naming cmd) otherwise. */
 bool cli_parse_device(const char *cmd, const char *arg, kiln_device *out);
+
+/* Parses a --png-decoder value (kiln or libpng); false (with a message naming cmd) otherwise. */
+bool cli_parse_png_decoder(const char *cmd, const char *arg, kiln_png_decoder *out);
+
+/* The help line of --png-decoder, the same in every command that reads PNG files. */
+#define CLI_PNG_DECODER_HELP \
+	"  --png-decoder kiln|libpng     PNG decoder (default kiln: kiln's own, on the GPU\n" \
+	"                                when one encodes; libpng: the reference library)\n"
 
 /* dir/<input's base name without extension>.ext into out; false if it does not fit. */
 bool cli_output_name(const char *dir, const char *input, const char *ext, char *out, size_t cap);

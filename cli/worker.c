@@ -29,6 +29,7 @@ static const char usage_text[] =
 	"  --slots N                     shards held at once, 1..1024 (default 2 per device)\n"
 	"  --curve-server-key FILE       the scheduler's CURVE public key (Z85 text)\n"
 	"  --curve-secret FILE           this worker's CURVE secret key (Z85 text)\n"
+	CLI_PNG_DECODER_HELP
 	"  --s3-attempts N               tries per S3 request, 1..100 (default 12;\n"
 	"                                $KILN_S3_MAX_ATTEMPTS)\n"
 	"  --s3-backoff-max-ms N         cap on one wait between tries, 100..600000\n"
@@ -47,10 +48,11 @@ typedef struct worker_args {
 	bool health;
 	long s3_attempts;         /* 0: default or environment */
 	long s3_backoff_max_ms;
+	kiln_png_decoder png_decoder;
 } worker_args;
 
 enum { OPT_CONNECT = 256, OPT_DEVICES, OPT_SLOTS, OPT_SERVER_KEY, OPT_SECRET, OPT_HEALTH, OPT_S3_ATTEMPTS,
-       OPT_S3_BACKOFF };
+       OPT_S3_BACKOFF, OPT_PNG_DECODER };
 
 static int parse_args(int argc, char **argv, worker_args *a)
 {
@@ -63,6 +65,7 @@ static int parse_args(int argc, char **argv, worker_args *a)
 		{"health", no_argument, NULL, OPT_HEALTH},
 		{"s3-attempts", required_argument, NULL, OPT_S3_ATTEMPTS},
 		{"s3-backoff-max-ms", required_argument, NULL, OPT_S3_BACKOFF},
+		{"png-decoder", required_argument, NULL, OPT_PNG_DECODER},
 		{"help", no_argument, NULL, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -87,6 +90,10 @@ static int parse_args(int argc, char **argv, worker_args *a)
 			break;
 		case OPT_S3_BACKOFF:
 			if (!cli_parse_long("worker", "--s3-backoff-max-ms", optarg, 100, 600000, &a->s3_backoff_max_ms))
+				return CLI_EXIT_USAGE;
+			break;
+		case OPT_PNG_DECODER:
+			if (!cli_parse_png_decoder("worker", optarg, &a->png_decoder))
 				return CLI_EXIT_USAGE;
 			break;
 		case 'h':
@@ -184,6 +191,7 @@ static int prepare(const worker_args *a, kiln_client_config *cfg, char *server_k
 		return rc;
 	cfg->endpoint = a->connect;
 	cfg->slots = (unsigned)a->slots;
+	cfg->pipeline.png_decoder = a->png_decoder;
 	if (a->s3_attempts)
 		worker_storage.max_attempts = (unsigned)a->s3_attempts;
 	if (a->s3_backoff_max_ms)

@@ -2,9 +2,12 @@
  * need no #ifdef and `--device auto` falls back to the CPU. New GPU entry points get their
  * stub here, next to the others. */
 #ifndef KILN_HAVE_CUDA
+#include "kernels/astc/astc.h"
 #include "kernels/bc1/bc1.h"
 #include "kernels/gpu.h"
 #include "kernels/mip/mip.h"
+#include "kernels/png/png_dec.h"
+#include "kernels/png/png_enc.h"
 
 bool kiln_gpu_built(void) { return false; }
 int kiln_gpu_count(void) { return 0; }
@@ -34,8 +37,43 @@ kiln_status kiln_bc1_encode_gpu(const kiln_bc1_params *params, const kiln_surfac
 	return KILN_ERR_NO_GPU;
 }
 
+kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, const kiln_surface *src,
+				 uint8_t *const *dst, size_t count, kiln_status *status,
+				 void *d_temp, size_t temp_size, kiln_stream stream)
+{
+	return KILN_ERR_NO_GPU;
+}
+
+kiln_status kiln_astc_gpu_kernel_info(int quality, int *threads, int *regs, size_t *local_bytes,
+				      int *ctas_per_sm)
+{
+	return KILN_ERR_NO_GPU;
+}
+
 kiln_status kiln_mip_build_gpu(const kiln_mip_chain *chains, size_t nchains, void *d_temp,
 			       size_t temp_size, kiln_stream stream)
+{
+	return KILN_ERR_NO_GPU;
+}
+
+kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, const kiln_pngenc_image *images,
+				   uint8_t *const *dst, const size_t *dst_caps, uint64_t *d_out_sizes,
+				   size_t count, kiln_status *status, void *d_temp, size_t temp_size,
+				   kiln_stream stream)
+{
+	return KILN_ERR_NO_GPU;
+}
+size_t kiln_pngdec_temp_size(const kiln_pngdec_gpu_file *files, size_t count) { return 0; }
+
+kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files, size_t count,
+				   kiln_status *status, void *d_temp, size_t temp_size,
+				   kiln_stream stream)
+{
+	return KILN_ERR_NO_GPU;
+}
+
+kiln_status kiln_pngdec_gpu_status(const kiln_pngdec_gpu_file *files, size_t count,
+				   kiln_status *status, void *d_temp, size_t temp_size)
 {
 	return KILN_ERR_NO_GPU;
 }

@@ -13,6 +13,7 @@
 #include "kernels/astc/astc.h"
 #include "kernels/bc1/bc1.h"
 #include "kernels/mip/mip.h"
+#include "kernels/png/png_dec.h"
 
 #define ARENA_ALIGN 256 /* keeps every surface's rows aligned for wide device loads */
 
@@ -29,7 +30,23 @@ typedef struct gpu_buffers {
 	size_t h_pixels_cap;
 	uint8_t *h_blocks;   /* pinned staging of the output */
 	size_t h_blocks_cap;
+	uint8_t *d_png;      /* PNG files decoded on the device, as uploaded */
+	size_t d_png_cap;
+	uint8_t *h_png;      /* pinned staging of those files */
+	size_t h_png_cap;
+	void *d_png_temp;    /* the PNG decoder's scratch */
+	size_t d_png_temp_cap;
 } gpu_buffers;
+
+/* The PNG files of a batch that the GPU decodes into the pixel arena (kiln_texenc_submit_png),
+ * kept until collect reads their statuses back. */
+typedef struct png_batch {
+	kiln_pngdec_gpu_file *files;
+	size_t *image;       /* the batch image each file becomes */
+	kiln_status *status;
+	size_t count;
+	size_t temp_size;
+} png_batch;
 
 
 /* Where one level of one image lives during a batch. */
@@ -76,6 +93,7 @@ typedef struct batch_slot {
 	size_t cap;            /* entries of tex and status */
 	batch_plan plan;
 	level_arrays la;
+	png_batch png;
 	kiln_status result;    /* the whole batch: KILN_OK or why it failed */
 	char error[256];       /* why it failed, for kiln_texenc_last_error */
 	gpu_buffers gpu;
@@ -108,7 +126,7 @@ static size_t align_up(size_t v)
 
 bool kiln_texenc_gpu_supported(kiln_texfmt format)
 {
-	return format == KILN_TEXFMT_BC1_RGB || format == KILN_TEXFMT_BC1_RGBA;
+	return format == KILN_TEXFMT_BC1_RGB || format == KILN_TEXFMT_BC1_RGBA || format == KILN_TEXFMT_ASTC;
 }
 
 static bool is_astc(const kiln_texenc *enc)
@@ -179,6 +197,9 @@ static void gpu_buffers_release(gpu_buffers *g)
 	kiln_gpu_free(g->d_temp);
 	kiln_gpu_host_free(g->h_pixels);
 	kiln_gpu_host_free(g->h_blocks);
+	kiln_gpu_free(g->d_png);
+	kiln_gpu_host_free(g->h_png);
+	kiln_gpu_free(g->d_png_temp);
 	kiln_gpu_stream_destroy(g->stream);
 	memset(g, 0, sizeof *g);
 }
@@ -205,10 +226,12 @@ static bool image_srgb(const kiln_texenc *enc, const kiln_image *img)
 	}
 }
 
-/* Validates image i and fills its texture header and level sizes (no level data yet). */
-static kiln_status plan_texture(const kiln_texenc *enc, const kiln_image *img, kiln_texture *tex)
+/* Validates image i and fills its texture header and level sizes (no level data yet). An
+ * image the GPU decodes (on_device) has no host pixels yet, only its size and flags. */
+static kiln_status plan_texture(const kiln_texenc *enc, const kiln_image *img, bool on_device,
+				kiln_texture *tex)
 {
-	if (!img->pixels || img->stride < (size_t)img->width * 4)
+	if (!on_device && (!img->pixels || img->stride < (size_t)img->width * 4))
 		return KILN_ERR_INVALID_ARG;
 	kiln_status st = kiln_image_check_size(img->width, img->height, NULL);
 	if (st != KILN_OK)
@@ -332,11 +355,12 @@ static void bind_plan(batch_plan *plan, const kiln_texture *tex, const uint8_t *
 	}
 }
 
+/* Copies the host pixels of every base level (images the GPU decodes have none). */
 static void copy_base_levels(const batch_plan *plan, const kiln_image *images, uint8_t *arena)
 {
 	for (size_t n = 0; n < plan->nlevels; n++) {
 		const level_plan *p = &plan->levels[n];
-		if (p->level != 0)
+		if (p->level != 0 || !images[p->image].pixels)
 			continue;
 		const kiln_image *img = &images[p->image];
 		uint8_t *dst = arena + p->pixel_offset;
@@ -403,11 +427,29 @@ static void bc1_params_of(const kiln_texenc *enc, kiln_bc1_params *params)
 	params->alpha_cutoff = enc->opts.alpha_cutoff;
 }
 
+/* Where an ASTC call runs: the CPU pool, or a GPU stream with its scratch. */
+typedef struct astc_backend {
+	bool gpu;
+	kiln_pool *pool;
+	void *d_temp;
+	size_t temp_size;
+	kiln_stream stream;
+} astc_backend;
+
+static kiln_status astc_run(const kiln_astc_params *params, const kiln_surface *src, uint8_t *const *dst,
+			    size_t count, kiln_status *status, const astc_backend *be)
+{
+	if (be->gpu)
+		return kiln_astc_encode_gpu(params, src, dst, count, status, be->d_temp, be->temp_size,
+					    be->stream);
+	return kiln_astc_encode_cpu(params, src, dst, count, status, be->pool);
+}
+
 /* Encodes the levels of the batch whose texture has the given colour space (ASTC scores
  * sRGB and linear texels differently, and takes one colour space per call). */
 static kiln_status astc_encode_subset(kiln_astc_params *params, const batch_plan *plan,
 				      const kiln_texture *tex, level_arrays *la, bool srgb,
-				      kiln_pool *pool)
+				      const astc_backend *be)
 {
 	level_arrays sub = {
 		kiln_calloc(plan->nlevels, sizeof *sub.src),
@@ -425,12 +467,38 @@ static kiln_status astc_encode_subset(kiln_astc_params *params, const batch_plan
 			sub.dst[n] = la->dst[i];
 			n++;
 		}
-	kiln_status st = kiln_astc_encode_cpu(params, sub.src, sub.dst, n, sub.status, pool);
+	kiln_status st = astc_run(params, sub.src, sub.dst, n, sub.status, be);
 	n = 0;
 	for (size_t i = 0; i < plan->nlevels && st == KILN_OK; i++)
 		if (tex[plan->levels[i].image].srgb == srgb)
 			la->status[i] = sub.status[n++];
 	level_arrays_free(&sub);
+	return st;
+}
+
+/* Every level of the batch, one call per colour space present (the same calls on both
+ * backends, so the GPU writes the CPU's bytes). */
+static kiln_status astc_encode_levels(const kiln_texenc *enc, const batch_plan *plan,
+				      const kiln_texture *tex, level_arrays *la, const astc_backend *be)
+{
+	kiln_status st = KILN_OK;
+	kiln_astc_params params;
+	kiln_astc_params_default(&params);
+	params.quality = enc->opts.quality;
+	params.block_w = enc->opts.block_w;
+	params.block_h = enc->opts.block_h;
+	/* one colour space per batch is all the codec takes: split by it */
+	for (int srgb = 0; srgb < 2 && st == KILN_OK; srgb++) {
+		params.srgb = srgb;
+		size_t n = 0;
+		for (size_t i = 0; i < plan->nlevels; i++)
+			if (tex[plan->levels[i].image].srgb == (srgb != 0))
+				n++;
+		if (n == plan->nlevels) /* the usual case: no copies */
+			return astc_run(&params, la->src, la->dst, n, la->status, be);
+		if (n)
+			st = astc_encode_subset(&params, plan, tex, la, srgb != 0, be);
+	}
 	return st;
 }
 
@@ -455,25 +523,8 @@ static kiln_status run_cpu(kiln_texenc *enc, const kiln_image *images, size_t co
 	if ((st = level_arrays_make(plan, blocks, &la)) != KILN_OK)
 		goto fail;
 	if (is_astc(enc)) {
-		kiln_astc_params params;
-		kiln_astc_params_default(&params);
-		params.quality = enc->opts.quality;
-		params.block_w = enc->opts.block_w;
-		params.block_h = enc->opts.block_h;
-		/* one colour space per batch is all the codec takes: split by it */
-		for (int srgb = 0; srgb < 2 && st == KILN_OK; srgb++) {
-			params.srgb = srgb;
-			size_t n = 0;
-			for (size_t i = 0; i < plan->nlevels; i++)
-				if (tex[plan->levels[i].image].srgb == (srgb != 0))
-					n++;
-			if (n == plan->nlevels) { /* the usual case: no copies */
-				st = kiln_astc_encode_cpu(&params, la.src, la.dst, n, la.status, enc->pool);
-				break;
-			}
-			if (n)
-				st = astc_encode_subset(&params, plan, tex, &la, srgb != 0, enc->pool);
-		}
+		astc_backend be = {.gpu = false, .pool = enc->pool};
+		st = astc_encode_levels(enc, plan, tex, &la, &be);
 	} else {
 		kiln_bc1_params params;
 		bc1_params_of(enc, &params);
@@ -516,17 +567,94 @@ static kiln_status gpu_step(batch_slot *s, kiln_status st, const char *step)
 	return st;
 }
 
+static void png_batch_free(png_batch *pb)
+{
+	free(pb->files);
+	free(pb->image);
+	free(pb->status);
+	memset(pb, 0, sizeof *pb);
+}
+
+/* Queues the upload of the batch's PNG files that the GPU decodes (on_device) and their
+ * decode straight into the base levels of the device arena (bound already). A file the
+ * decoder refuses at once fails its image; the rest are known after the stream's sync. */
+static kiln_status gpu_png_decode(batch_slot *s, const kiln_texenc_png *files, const bool *on_device)
+{
+	gpu_buffers *g = &s->gpu;
+	png_batch *pb = &s->png;
+	size_t n = 0, bytes = 0;
+	for (size_t i = 0; i < s->count; i++) {
+		if (!on_device[i] || s->status[i] != KILN_OK)
+			continue;
+		if (!kiln_size_add(bytes, align_up(files[i].size), &bytes))
+			return gpu_step(s, KILN_ERR_OVERFLOW, "plan PNG upload");
+		n++;
+	}
+	if (n == 0)
+		return KILN_OK;
+	pb->files = kiln_calloc(n, sizeof *pb->files);
+	pb->image = kiln_calloc(n, sizeof *pb->image);
+	pb->status = kiln_calloc(n, sizeof *pb->status);
+	if (!pb->files || !pb->image || !pb->status)
+		return gpu_step(s, KILN_ERR_NOMEM, "plan PNG upload");
+	kiln_status st;
+	if ((st = ensure_device((void **)&g->d_png, &g->d_png_cap, bytes, false)) ||
+	    (st = ensure_device((void **)&g->h_png, &g->h_png_cap, bytes, true)))
+		return gpu_step(s, st, "allocate PNG buffers");
+	size_t off = 0;
+	for (size_t l = 0; l < s->plan.nlevels; l++) {
+		const level_plan *lp = &s->plan.levels[l];
+		size_t i = lp->image;
+		if (lp->level != 0 || !on_device[i] || s->status[i] != KILN_OK)
+			continue;
+		memcpy(g->h_png + off, files[i].data, files[i].size);
+		kiln_pngdec_gpu_file *f = &pb->files[pb->count];
+		f->data = g->d_png + off;
+		f->size = files[i].size;
+		f->info = files[i].info;
+		f->rgba = (uint8_t *)lp->surface.rgba;
+		f->stride = lp->surface.stride;
+		pb->image[pb->count++] = i;
+		off += align_up(files[i].size);
+	}
+	pb->temp_size = kiln_pngdec_temp_size(pb->files, pb->count);
+	if ((st = ensure_device(&g->d_png_temp, &g->d_png_temp_cap, pb->temp_size ? pb->temp_size : 1, false)))
+		return gpu_step(s, st, "allocate PNG buffers");
+	st = gpu_step(s, kiln_gpu_h2d(g->d_png, g->h_png, off, g->stream), "upload PNG files");
+	if (st == KILN_OK)
+		st = gpu_step(s, kiln_pngdec_decode_gpu(pb->files, pb->count, pb->status, g->d_png_temp,
+							pb->temp_size, g->stream),
+			      "decode PNG");
+	for (size_t k = 0; k < pb->count && st == KILN_OK; k++)
+		if (pb->status[k] != KILN_OK)
+			s->status[pb->image[k]] = pb->status[k];
+	return st;
+}
+
+/* After the stream's sync: the device's verdict on each PNG file fails its image. */
+static kiln_status gpu_png_collect(batch_slot *s)
+{
+	png_batch *pb = &s->png;
+	if (!pb->count)
+		return KILN_OK;
+	kiln_status st = gpu_step(s, kiln_pngdec_gpu_status(pb->files, pb->count, pb->status, s->gpu.d_png_temp,
+							     pb->temp_size),
+				  "read PNG status");
+	for (size_t k = 0; k < pb->count && st == KILN_OK; k++)
+		if (pb->status[k] != KILN_OK && s->status[pb->image[k]] == KILN_OK)
+			s->status[pb->image[k]] = pb->status[k];
+	return st;
+}
+
 /* Queues a planned batch on its slot's stream: staging copy into pinned memory, one H2D
- * of the base levels, the mip launches, one codec launch, one D2H. Nothing waits for the
- * device; kiln_gpu_stream_sync on the slot's stream ends the batch. */
-static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image *images)
+ * of the base levels (or of the PNG files the GPU decodes into them), the mip launches,
+ * one codec launch, one D2H. Nothing waits for the device; kiln_gpu_stream_sync on the
+ * slot's stream ends the batch. */
+static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image *images,
+			      const kiln_texenc_png *files, const bool *on_device)
 {
 	gpu_buffers *g = &s->gpu;
 	batch_plan *plan = &s->plan;
-	if (!kiln_texenc_gpu_supported(enc->opts.format)) {
-		snprintf(s->error, sizeof s->error, "ASTC has no GPU backend yet: encode it on the CPU");
-		return KILN_ERR_UNSUPPORTED;
-	}
 	kiln_status st = gpu_step(s, kiln_gpu_use(enc->device.index), "select device");
 	if (st != KILN_OK)
 		return st;
@@ -534,7 +662,7 @@ static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image 
 		return st;
 	/* one scratch buffer: mip descriptors first, then the codec's */
 	size_t mip_temp = align_up(kiln_mip_temp_size(plan->nchains ? plan->nchains : 1, plan->max_levels));
-	size_t temp = mip_temp + kiln_bc1_temp_size(plan->nlevels);
+	size_t temp = mip_temp + (is_astc(enc) ? kiln_astc_temp_size(plan->nlevels) : kiln_bc1_temp_size(plan->nlevels));
 	if ((st = ensure_device((void **)&g->d_pixels, &g->d_pixels_cap, plan->pixel_bytes, false)) ||
 	    (st = ensure_device((void **)&g->d_blocks, &g->d_blocks_cap, plan->block_bytes, false)) ||
 	    (st = ensure_device(&g->d_temp, &g->d_temp_cap, temp, false)) ||
@@ -544,11 +672,20 @@ static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image 
 
 	/* Base levels are staged in pinned memory, laid out as in the device arena; the slot's
 	 * previous batch was collected, so nothing is still reading the staging buffer. */
-	bind_plan(plan, s->tex, g->h_pixels, s->count);
-	copy_base_levels(plan, images, g->h_pixels);
+	bool host_pixels = false;
+	for (size_t i = 0; i < s->count; i++)
+		host_pixels |= s->status[i] == KILN_OK && !(on_device && on_device[i]);
+	if (host_pixels) {
+		bind_plan(plan, s->tex, g->h_pixels, s->count);
+		copy_base_levels(plan, images, g->h_pixels);
+	}
 	bind_plan(plan, s->tex, g->d_pixels, s->count);
-	st = gpu_step(s, kiln_gpu_h2d(g->d_pixels, g->h_pixels, plan->base_bytes, g->stream), "upload");
-	if (st != KILN_OK)
+	if (host_pixels) {
+		st = gpu_step(s, kiln_gpu_h2d(g->d_pixels, g->h_pixels, plan->base_bytes, g->stream), "upload");
+		if (st != KILN_OK)
+			return st;
+	}
+	if (on_device && (st = gpu_png_decode(s, files, on_device)) != KILN_OK)
 		return st;
 	if (plan->nchains) {
 		st = kiln_mip_build_gpu(plan->chains, plan->nchains, g->d_temp, mip_temp, g->stream);
@@ -557,11 +694,17 @@ static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image 
 	}
 	if ((st = level_arrays_make(plan, g->d_blocks, &s->la)) != KILN_OK)
 		return gpu_step(s, st, "plan");
-	kiln_bc1_params params;
-	bc1_params_of(enc, &params);
-	st = gpu_step(s, kiln_bc1_encode_gpu(&params, s->la.src, s->la.dst, plan->nlevels, s->la.status,
-					     (uint8_t *)g->d_temp + mip_temp, temp - mip_temp, g->stream),
-		      "encode");
+	if (is_astc(enc)) {
+		astc_backend be = {.gpu = true, .d_temp = (uint8_t *)g->d_temp + mip_temp,
+				   .temp_size = temp - mip_temp, .stream = g->stream};
+		st = gpu_step(s, astc_encode_levels(enc, plan, s->tex, &s->la, &be), "encode");
+	} else {
+		kiln_bc1_params params;
+		bc1_params_of(enc, &params);
+		st = gpu_step(s, kiln_bc1_encode_gpu(&params, s->la.src, s->la.dst, plan->nlevels, s->la.status,
+						     (uint8_t *)g->d_temp + mip_temp, temp - mip_temp, g->stream),
+			      "encode");
+	}
 	if (st == KILN_OK)
 		st = gpu_step(s, kiln_gpu_d2h(g->h_blocks, g->d_blocks, plan->block_bytes, g->stream), "download");
 	return st;
@@ -573,6 +716,8 @@ static kiln_status gpu_collect(kiln_texenc *enc, batch_slot *s)
 	kiln_status st = gpu_step(s, kiln_gpu_use(enc->device.index), "select device");
 	if (st == KILN_OK)
 		st = gpu_step(s, kiln_gpu_stream_sync(s->gpu.stream), "synchronize");
+	if (st == KILN_OK)
+		st = gpu_png_collect(s);
 	if (st == KILN_OK) {
 		merge_level_status(&s->plan, &s->la, s->status);
 		collect_output(&s->plan, s->gpu.h_blocks, s->tex, s->status);
@@ -586,6 +731,7 @@ static void slot_finish(batch_slot *s, kiln_status st)
 {
 	plan_free(&s->plan);
 	level_arrays_free(&s->la);
+	png_batch_free(&s->png);
 	s->result = st;
 	for (size_t i = 0; i < s->count; i++) {
 		if (st != KILN_OK && s->status[i] == KILN_OK)
@@ -645,8 +791,11 @@ unsigned kiln_texenc_inflight(const kiln_texenc *enc)
 	return n;
 }
 
-kiln_status kiln_texenc_submit(kiln_texenc *enc, const kiln_image *images, size_t count,
-			       uint64_t *ticket)
+/* Plans and queues (GPU) or runs (CPU) a batch. images[i] describes every image; those
+ * with on_device[i] (GPU only; on_device may be NULL) have no host pixels and are decoded
+ * on the device from files[i]. pre (may be NULL) holds failures found before the batch. */
+static kiln_status submit_batch(kiln_texenc *enc, const kiln_image *images, const kiln_texenc_png *files,
+				const bool *on_device, const kiln_status *pre, size_t count, uint64_t *ticket)
 {
 	*ticket = 0;
 	batch_slot *s = NULL;
@@ -673,13 +822,14 @@ kiln_status kiln_texenc_submit(kiln_texenc *enc, const kiln_image *images, size_
 	s->error[0] = '\0';
 	for (size_t i = 0; i < count; i++) {
 		memset(&s->tex[i], 0, sizeof s->tex[i]);
-		s->status[i] = plan_texture(enc, &images[i], &s->tex[i]);
+		s->status[i] = pre && pre[i] != KILN_OK ? pre[i]
+			     : plan_texture(enc, &images[i], on_device && on_device[i], &s->tex[i]);
 	}
 	kiln_status st = plan_batch(s->tex, images, s->status, count, &s->plan);
 	if (st == KILN_OK && s->plan.nlevels == 0) {
 		/* every image was refused: nothing to run */
 	} else if (st == KILN_OK && enc->device.kind == KILN_DEVICE_GPU) {
-		st = gpu_submit(enc, s, images);
+		st = gpu_submit(enc, s, images, files, on_device);
 		if (st == KILN_OK) {
 			s->state = SLOT_QUEUED;
 			goto queued;
@@ -700,6 +850,44 @@ queued:
 	s->ticket = ++enc->next_ticket;
 	*ticket = s->ticket;
 	return KILN_OK;
+}
+
+kiln_status kiln_texenc_submit(kiln_texenc *enc, const kiln_image *images, size_t count,
+			       uint64_t *ticket)
+{
+	return submit_batch(enc, images, NULL, NULL, NULL, count, ticket);
+}
+
+kiln_status kiln_texenc_submit_png(kiln_texenc *enc, const kiln_texenc_png *files, size_t count,
+				   uint64_t *ticket)
+{
+	*ticket = 0;
+	if (count > KILN_TEXENC_MAX_PNG_BATCH || (count && !files))
+		return KILN_ERR_INVALID_ARG;
+	if (count == 0)
+		return submit_batch(enc, NULL, NULL, NULL, NULL, 0, ticket);
+	kiln_image images[KILN_TEXENC_MAX_PNG_BATCH];
+	bool on_device[KILN_TEXENC_MAX_PNG_BATCH];
+	kiln_status pre[KILN_TEXENC_MAX_PNG_BATCH];
+	bool gpu = enc->device.kind == KILN_DEVICE_GPU;
+	for (size_t i = 0; i < count; i++) {
+		const kiln_pngdec_info *info = &files[i].info;
+		on_device[i] = gpu && info->gpu_ok;
+		pre[i] = KILN_OK;
+		if (on_device[i]) {
+			images[i] = (kiln_image){.width = info->width, .height = info->height,
+						 .has_alpha = info->has_alpha != 0, .srgb = info->srgb != 0};
+			continue;
+		}
+		/* the CPU backend, or a file the GPU decoder does not take (16-bit, Adam7) */
+		pre[i] = kiln_pngdec_decode_image(files[i].data, files[i].size, NULL, &images[i], enc->pool, NULL, 0);
+	}
+	kiln_status st = submit_batch(enc, images, files, on_device, pre, count, ticket);
+	/* submit has copied (GPU) or encoded (CPU) the host pixels: they can go */
+	for (size_t i = 0; i < count; i++)
+		if (!on_device[i])
+			kiln_image_free(&images[i]);
+	return st;
 }
 
 kiln_status kiln_texenc_collect(kiln_texenc *enc, uint64_t ticket, kiln_texture *out,

@@ -17,6 +17,7 @@
 #include "common/texture.h"
 #include "kernels/codec.h"
 #include "kernels/gpu.h"
+#include "kernels/png/png_dec.h"
 
 typedef enum kiln_colorspace {
 	KILN_COLORSPACE_AUTO,    /* as the image says (kiln_image.srgb) */
@@ -97,6 +98,25 @@ unsigned kiln_texenc_depth(const kiln_texenc *enc);
  * is in flight (KILN_ERR_INVALID_ARG) or host memory runs out (KILN_ERR_NOMEM). */
 kiln_status kiln_texenc_submit(kiln_texenc *enc, const kiln_image *images, size_t count,
 			       uint64_t *ticket);
+
+/* One image given as a PNG file that has not been decoded: its bytes (host memory, read
+ * only during the call) and kiln_pngdec_probe's result for them (limits already checked). */
+typedef struct kiln_texenc_png {
+	const uint8_t *data;
+	size_t size;
+	kiln_pngdec_info info;
+} kiln_texenc_png;
+
+#define KILN_TEXENC_MAX_PNG_BATCH 64
+
+/* kiln_texenc_submit for PNG files (at most KILN_TEXENC_MAX_PNG_BATCH): on a GPU the files
+ * travel compressed and are decoded there (kernels/png/png_dec.h) straight into the
+ * batch's pixels, so decoded pixels never cross the bus and no CPU decodes them. Files the
+ * GPU decoder does not take (info.gpu_ok 0: 16-bit, Adam7), and every file on the CPU
+ * backend, are decoded on the host by kiln's decoder first. A file that does not decode
+ * fails its image only (its status at collect). */
+kiln_status kiln_texenc_submit_png(kiln_texenc *enc, const kiln_texenc_png *files, size_t count,
+				   uint64_t *ticket);
 
 /* Waits for a submitted batch (tickets may be collected in any order) and fills out[i] and
  * status[i] for each of its count images, as kiln_texenc_encode does, with the same

@@ -2,7 +2,7 @@
 # Installs the Debian/Ubuntu packages kiln needs to build, test and benchmark, when missing.
 # Run by every make target through a stamp file; says what it installs.
 set -eu
-pkgs="build-essential pkg-config libpng-dev zlib1g-dev libjansson-dev libcriterion-dev
+pkgs="build-essential pkg-config libpng-dev libspng-dev zlib1g-dev libjansson-dev libcriterion-dev
       libzmq3-dev libcurl4-openssl-dev libmicrohttpd-dev libsquish-dev libastcenc-dev
       astcenc libssl-dev python3-botocore python3-yaml"
 missing=""

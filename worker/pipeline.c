@@ -2,8 +2,9 @@
  *
  *   submit -> [fetch queue, bounded by credits] -> fetch threads (storage get, IO_BATCH
  *   items per call) -> [decode queue] -> decode threads (header, limits, pixel budget,
- *   libpng) -> [encode queue] -> one thread per device (batches of same-option images
- *   through its texenc, several in flight on a GPU) -> [upload queue] -> upload threads
+ *   PNG decode, unless a GPU will decode the file) -> [encode queue] -> one thread per
+ *   device (batches of same-option images through its texenc, several in flight on a
+ *   GPU) -> [upload queue] -> upload threads
  *   (PSNR if asked, container, storage put) -> done
  *
  * An item lives inside its shard's array and moves between queues by pointer; whatever
@@ -25,6 +26,7 @@
 #include "common/log.h"
 #include "common/png_io.h"
 #include "common/pool.h"
+#include "kernels/png/png_dec.h"
 #include "kernels/astc/astc.h"
 #include "kernels/bc1/bc1.h"
 
@@ -42,6 +44,8 @@ typedef struct item {
 	char *output;
 	kiln_buf data;       /* the fetched input; later the container file */
 	kiln_image image;    /* decoded pixels, between decode and encode */
+	bool gpu_decode;     /* not decoded yet: data goes to the GPU, which decodes it */
+	kiln_pngdec_info png; /* the probe of data, for gpu_decode */
 	size_t reserved;     /* pixel budget held for image */
 	kiln_texture tex;    /* encoded levels, between encode and upload */
 	uint64_t pixels;     /* level 0's width x height, for the result */
@@ -436,15 +440,44 @@ static void *fetch_main(void *arg)
 	return NULL;
 }
 
-/* Reserves the pixel budget from the header, so a decompression bomb is refused and big
- * images wait for memory before libpng allocates anything. */
+/* Whether an item's PNG goes to the encode stage undecoded, for a GPU to decode: kiln's
+ * decoder is chosen, the file is one the GPU decoder takes, a GPU will encode it, and no
+ * PSNR is wanted (that needs the pixels on the host). */
+static bool decode_on_gpu(const kiln_pipeline *p, const item *it, const kiln_pngdec_info *info)
+{
+	if (p->cfg.png_decoder != KILN_PNG_DECODER_KILN || !info->gpu_ok || it->shard->measure_psnr ||
+	    !kiln_texenc_gpu_supported(it->shard->opts.format))
+		return false;
+	for (size_t d = 0; d < p->cfg.ndevices; d++)
+		if (p->cfg.devices[d].kind == KILN_DEVICE_GPU)
+			return true;
+	return false;
+}
+
+/* Reads the header and reserves the pixel budget from it, so a decompression bomb is
+ * refused and big images wait for memory before anything is allocated for them; then
+ * decodes, or leaves the file for the GPU. */
 static void decode_one(kiln_pipeline *p, item *it)
 {
-	uint32_t w, h;
+	uint32_t w = 0, h = 0;
 	size_t bytes;
 	char err[200] = "";
 	uint64_t t0 = kiln_now_ns();
-	kiln_status st = kiln_png_probe(it->data.data, it->data.len, &w, &h);
+	kiln_pngdec_info info;
+	kiln_status st;
+	if (p->cfg.png_decoder == KILN_PNG_DECODER_KILN) {
+		/* the whole container is checked here (chunks, CRCs, limits) */
+		st = kiln_pngdec_probe(it->data.data, it->data.len, &p->cfg.limits, &info, err, sizeof err);
+		if (st != KILN_OK) {
+			stage_account(&p->decode, t0, 1);
+			item_finish(p, it, st, "%s: %s", kiln_strerror(st), err);
+			return;
+		}
+		w = info.width;
+		h = info.height;
+	} else {
+		st = kiln_png_probe(it->data.data, it->data.len, &w, &h);
+	}
 	if (st == KILN_OK) {
 		st = kiln_image_check_size(w, h, &p->cfg.limits);
 		if (st != KILN_OK) {
@@ -461,8 +494,16 @@ static void decode_one(kiln_pipeline *p, item *it)
 		it->reserved = budget_acquire(p, bytes);
 		t0 += kiln_now_ns() - wait; /* waiting for memory is not decoding */
 	}
+	if (p->cfg.png_decoder == KILN_PNG_DECODER_KILN && decode_on_gpu(p, it, &info)) {
+		it->gpu_decode = true;
+		it->png = info;
+		stage_account(&p->decode, t0, 1);
+		item_forward(p, &p->encode.in, it);
+		return;
+	}
 	/* A header that did not probe is decoded anyway: libpng stops at it with the reason. */
-	st = kiln_png_decode(it->data.data, it->data.len, &p->cfg.limits, &it->image, err, sizeof err);
+	st = kiln_png_read(it->data.data, it->data.len, p->cfg.png_decoder, &p->cfg.limits, NULL, &it->image,
+			   err, sizeof err);
 	stage_account(&p->decode, t0, 1);
 	if (st != KILN_OK) {
 		item_finish(p, it, st, "%s: %s", kiln_strerror(st), err);
@@ -493,10 +534,11 @@ static bool opts_equal(const kiln_texenc_opts *a, const kiln_texenc_opts *b)
 	       (a->format != KILN_TEXFMT_ASTC || (a->block_w == b->block_w && a->block_h == b->block_h));
 }
 
-/* A batch runs through one texenc, so it holds images of one set of options. */
+/* A batch runs through one texenc, so it holds images of one set of options, all decoded
+ * or all left for the GPU to decode. */
 static bool same_opts(const item *first, const item *next)
 {
-	return opts_equal(&first->shard->opts, &next->shard->opts);
+	return opts_equal(&first->shard->opts, &next->shard->opts) && first->gpu_decode == next->gpu_decode;
 }
 
 static void device_name(const kiln_device *d, char *out, size_t cap)
@@ -511,7 +553,7 @@ static void device_name(const kiln_device *d, char *out, size_t cap)
 typedef struct encode_batch {
 	item *items[KILN_PIPELINE_MAX_BATCH];
 	size_t n;
-	kiln_texenc *enc; /* the texenc that holds it: the device's, or the CPU fallback */
+	kiln_texenc *enc; /* the device's texenc, which holds it */
 	uint64_t ticket;
 	kiln_status st;   /* not KILN_OK: the batch never reached the device (no ticket) */
 } encode_batch;
@@ -523,7 +565,6 @@ typedef struct encoder {
 	const kiln_device *dev;
 	char name[32];
 	kiln_texenc *enc;
-	kiln_texenc *cpu_enc;  /* a GPU's thread runs formats without a GPU backend here */
 	encode_batch flight[KILN_TEXENC_MAX_INFLIGHT];  /* a ring, oldest at head */
 	size_t head, nflight;
 } encoder;
@@ -540,15 +581,16 @@ static void encode_submit(encoder *e, item **batch, size_t n)
 	b->n = n;
 	b->ticket = 0;
 	const kiln_texenc_opts *opts = &batch[0]->shard->opts;
-	/* A format with no GPU backend (ASTC) runs on the CPU pool even on a GPU's thread, as
-	 * `--device auto` would have chosen for it. */
-	bool on_cpu = e->dev->kind == KILN_DEVICE_CPU || !kiln_texenc_gpu_supported(opts->format);
-	kiln_texenc **enc = e->dev->kind == KILN_DEVICE_CPU || !on_cpu ? &e->enc : &e->cpu_enc;
-	static const kiln_device cpu = {.kind = KILN_DEVICE_CPU};
-	b->st = *enc ? kiln_texenc_set_opts(*enc, opts)
-		     : kiln_texenc_create(on_cpu ? &cpu : e->dev, opts, on_cpu ? p->cpu_pool : NULL, enc);
-	b->enc = *enc;
-	if (b->st == KILN_OK) {
+	bool on_cpu = e->dev->kind == KILN_DEVICE_CPU;
+	b->st = e->enc ? kiln_texenc_set_opts(e->enc, opts)
+		       : kiln_texenc_create(e->dev, opts, on_cpu ? p->cpu_pool : NULL, &e->enc);
+	b->enc = e->enc;
+	if (b->st == KILN_OK && batch[0]->gpu_decode) {
+		kiln_texenc_png files[KILN_PIPELINE_MAX_BATCH];
+		for (size_t i = 0; i < n; i++)
+			files[i] = (kiln_texenc_png){batch[i]->data.data, batch[i]->data.len, batch[i]->png};
+		b->st = kiln_texenc_submit_png(b->enc, files, n, &b->ticket);
+	} else if (b->st == KILN_OK) {
 		kiln_image images[KILN_PIPELINE_MAX_BATCH];
 		for (size_t i = 0; i < n; i++)
 			images[i] = batch[i]->image;
@@ -556,6 +598,7 @@ static void encode_submit(encoder *e, item **batch, size_t n)
 	}
 	for (size_t i = 0; i < n; i++) {
 		item *it = batch[i];
+		kiln_buf_free(&it->data); /* a PNG the GPU decodes: submit has copied it */
 		if (it->shard->measure_psnr && b->st == KILN_OK)
 			continue;
 		kiln_image_free(&it->image);
@@ -593,7 +636,8 @@ static void encode_finish(encoder *e)
 	for (size_t i = 0; i < b->n; i++) {
 		item *it = b->items[i];
 		if (status[i] != KILN_OK) {
-			item_finish(p, it, status[i], "encode on %s: %s%s%s%s", e->name, kiln_strerror(status[i]),
+			item_finish(p, it, status[i], "%s on %s: %s%s%s%s", it->gpu_decode ? "PNG decode + encode" : "encode",
+				    e->name, kiln_strerror(status[i]),
 				    why[0] ? ": " : "", why, st != KILN_OK ? " (whole batch)" : "");
 			continue;
 		}
@@ -636,7 +680,6 @@ static void *encode_main(void *arg)
 			encode_submit(&e, batch, n);
 	}
 	kiln_texenc_destroy(e.enc);
-	kiln_texenc_destroy(e.cpu_enc);
 	return NULL;
 }
 

@@ -19,6 +19,7 @@
 #include "common/image.h"
 #include "common/storage.h"
 #include "kernels/gpu.h"
+#include "kernels/png/png_read.h"
 #include "kernels/texenc.h"
 
 #define KILN_PIPELINE_MAX_DEVICES 16
@@ -71,6 +72,10 @@ typedef struct kiln_pipeline_config {
 	unsigned upload_threads;   /* parallel uploads (4) */
 	unsigned batch;            /* images per encode batch, 1..KILN_PIPELINE_MAX_BATCH (32) */
 	kiln_image_limits limits;  /* checked from the PNG header, before decoding */
+	/* kiln's decoder (default): on a GPU device, files travel compressed to the encode
+	 * stage and the GPU decodes them; on the CPU the decode threads run it. libpng: the
+	 * decode threads run libpng. */
+	kiln_png_decoder png_decoder;
 	size_t max_input_bytes;    /* cap on one fetched input (512 MiB) */
 	size_t pixel_budget;       /* decoded RGBA bytes held at once, all stages (4 GiB); an
 				    * image larger than the budget still runs, alone */

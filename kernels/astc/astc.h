@@ -47,12 +47,22 @@ kiln_status kiln_astc_encode_cpu(const kiln_astc_params *params, const kiln_surf
 				 uint8_t *const *dst, size_t count, kiln_status *status,
 				 kiln_pool *pool);
 
-/* The same on the current GPU (device pointers in src[i].rgba and dst[i]), queued on
- * `stream`. Declared for the backend to come (kernels/astc/astc_cuda.cu); not defined
- * yet, so nothing may call it. */
+/* The same on the current GPU (kernels/astc/astc_cuda.cu): src[i].rgba and dst[i] are
+ * device pointers; the arrays src, dst and status are host memory. One kernel launch for
+ * the batch, on `stream`; d_temp is device memory of kiln_astc_temp_size(count) bytes.
+ * The call returns once the work is queued (the first call for a footprint on a device
+ * also copies the encoder's tables there and waits for that copy): synchronise the stream
+ * before reading dst. The bytes are kiln_astc_encode_cpu's. Errors from the launch itself
+ * return KILN_ERR_CUDA (the caller may then reset the device). */
 kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, const kiln_surface *src,
 				 uint8_t *const *dst, size_t count, kiln_status *status,
 				 void *d_temp, size_t temp_size, kiln_stream stream);
+
+/* For benchmarks: the GPU kernel of a quality as compiled for the current device: threads
+ * per CTA, registers per thread, local (stack) bytes per thread, and CTAs an SM holds
+ * (cudaOccupancyMaxActiveBlocksPerMultiprocessor). KILN_ERR_NO_GPU without CUDA. */
+kiln_status kiln_astc_gpu_kernel_info(int quality, int *threads, int *regs, size_t *local_bytes,
+				      int *ctas_per_sm);
 
 /* Decodes the ASTC data of a width x height surface into RGBA8 rows of `stride` bytes, as
  * astcenc decodes to an 8-bit image: `srgb` 0 like `astcenc -dl`, 1 like `astcenc -ds`

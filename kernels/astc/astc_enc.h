@@ -31,15 +31,18 @@
 #define ASTC_ENC_MAX_MODES 2048
 #define ASTC_ENC_SEEDS 1024
 /* 2-partition seeds whose patterns are scored in full, per quality */
-#define ASTC_ENC_MAX_TRY_SEEDS 8
+#define ASTC_ENC_MAX_TRY_SEEDS 32
 
 #define ASTC_ENC_MAX_GRIDS 128
+/* correction steps of the grid weights towards least squares */
+#define ASTC_ENC_GRID_STEPS 4
 
 /* One candidate block mode (single plane) of a footprint. */
 typedef struct astc_enc_mode {
 	uint16_t mode;
 	uint8_t grid_w, grid_h, wrange, weight_bits;
 	uint8_t grid; /* index into astc_enc_ctx.grids */
+	uint8_t dual; /* two weight planes */
 } astc_enc_mode;
 
 /* A weight grid size with the infill taps of every texel and, per grid point, the sum of
@@ -61,6 +64,14 @@ typedef struct astc_enc_ctx {
 	astc_enc_grid grids[ASTC_ENC_MAX_GRIDS];
 	uint64_t part2[ASTC_ENC_SEEDS][3]; /* 144 bits per seed */
 	uint8_t part2_ok[ASTC_ENC_SEEDS];  /* both partitions non-empty, first of its pattern */
+	/* the code of the next lower [0] and next higher [1] value of each weight and colour
+	 * code (trit and quint ranges do not order their codes by value); the code itself at
+	 * either end */
+	uint8_t wstep[ASTC_WEIGHT_RANGES][32][2];
+	uint8_t cstep[ASTC_RANGES][256][2];
+	/* the modes grouped by weight grid: grid_modes[grid_first[g] .. grid_first[g + 1]) */
+	uint16_t grid_modes[ASTC_ENC_MAX_MODES];
+	uint16_t grid_first[ASTC_ENC_MAX_GRIDS + 1];
 } astc_enc_ctx;
 
 KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
@@ -71,12 +82,12 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 	ctx->grid_count = 0;
 	for (uint32_t m = 0; m < 2048; m++) {
 		astc_mode md;
-		if ((m & 0x1FFu) == 0x1FCu || !astc_mode_decode(m, bw, bh, &md) || md.dual)
+		if ((m & 0x1FFu) == 0x1FCu || !astc_mode_decode(m, bw, bh, &md))
 			continue;
 		int dup = 0;
 		for (int i = 0; i < ctx->mode_count && !dup; i++)
 			dup = ctx->modes[i].grid_w == md.grid_w && ctx->modes[i].grid_h == md.grid_h &&
-			      ctx->modes[i].wrange == md.wrange;
+			      ctx->modes[i].wrange == md.wrange && ctx->modes[i].dual == md.dual;
 		if (dup)
 			continue;
 		astc_enc_mode *e = &ctx->modes[ctx->mode_count++];
@@ -85,6 +96,7 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 		e->grid_h = md.grid_h;
 		e->wrange = md.wrange;
 		e->weight_bits = md.weight_bits;
+		e->dual = md.dual;
 		int g = 0;
 		while (g < ctx->grid_count && (ctx->grids[g].w != md.grid_w || ctx->grids[g].h != md.grid_h))
 			g++;
@@ -135,6 +147,44 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 		}
 		ctx->part2_ok[s] = (uint8_t)ok;
 	}
+	int at = 0;
+	for (int g = 0; g < ctx->grid_count; g++) {
+		ctx->grid_first[g] = (uint16_t)at;
+		for (int m = 0; m < ctx->mode_count; m++)
+			if (ctx->modes[m].grid == g)
+				ctx->grid_modes[at++] = (uint16_t)m;
+	}
+	ctx->grid_first[ctx->grid_count] = (uint16_t)at;
+	for (int r = 0; r < ASTC_WEIGHT_RANGES; r++) {
+		int levels = astc_ranges[r].levels;
+		for (int c = 0; c < 32; c++) {
+			int v = c < levels ? astc_weight_unquant[r][c] : 0, lo = c, hi = c;
+			for (int d = 0; d < levels && c < levels; d++) {
+				int u = astc_weight_unquant[r][d];
+				if (u < v && (lo == c || u > astc_weight_unquant[r][lo]))
+					lo = d;
+				if (u > v && (hi == c || u < astc_weight_unquant[r][hi]))
+					hi = d;
+			}
+			ctx->wstep[r][c][0] = (uint8_t)lo;
+			ctx->wstep[r][c][1] = (uint8_t)hi;
+		}
+	}
+	for (int r = 0; r < ASTC_RANGES; r++) {
+		int levels = astc_ranges[r].levels;
+		for (int c = 0; c < 256; c++) {
+			int v = c < levels ? astc_color_unquant[r][c] : 0, lo = c, hi = c;
+			for (int d = 0; d < levels && c < levels; d++) {
+				int u = astc_color_unquant[r][d];
+				if (u < v && (lo == c || u > astc_color_unquant[r][lo]))
+					lo = d;
+				if (u > v && (hi == c || u < astc_color_unquant[r][hi]))
+					hi = d;
+			}
+			ctx->cstep[r][c][0] = (uint8_t)lo;
+			ctx->cstep[r][c][1] = (uint8_t)hi;
+		}
+	}
 }
 
 /* The texels of one block (edge blocks repeat the last row and column). */
@@ -161,12 +211,17 @@ KILN_HD void astc_enc_load(const kiln_surface *s, uint32_t bx, uint32_t by, int 
 	}
 }
 
-/* Per-partition line fit: endpoints in float and each texel's position 0..1 on it. */
+/* Per-partition line fit: endpoints in float and each texel's position 0..1 on it. With a
+ * second weight plane (ccs < 4), the line is fitted to the other channels and channel ccs
+ * gets its own positions w1 (its value between the partition's extremes). */
 typedef struct astc_enc_fit {
 	int parts;
+	int ccs;                /* 4: one weight plane */
 	uint8_t part[ASTC_MAX_TEXELS];
 	uint8_t alpha[4];       /* partition p has alpha below 255 (needs CEM 12) */
+	uint32_t resid[4];      /* per channel: squared distance of the texels from the line */
 	float w[ASTC_MAX_TEXELS];
+	float w1[ASTC_MAX_TEXELS];
 } astc_enc_fit;
 
 /* Principal axis of each partition by power iteration (no square roots), projections
@@ -174,9 +229,12 @@ typedef struct astc_enc_fit {
  * modes need s1 >= s0 to avoid blue contraction). */
 KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 {
+	for (int k = 0; k < 4; k++)
+		fit->resid[k] = 0;
 	for (int p = 0; p < fit->parts; p++) {
 		float mean[4] = {0, 0, 0, 0};
 		int cnt = 0, alpha = 0;
+		int cmin = 255, cmax = 0;
 		for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
@@ -184,6 +242,11 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 			for (int c = 0; c < 4; c++)
 				mean[c] += (float)blk->px[i][c];
 			alpha |= blk->px[i][3] != 255;
+			if (fit->ccs < 4) {
+				int v = blk->px[i][fit->ccs];
+				cmin = v < cmin ? v : cmin;
+				cmax = v > cmax ? v : cmax;
+			}
 		}
 		fit->alpha[p] = (uint8_t)alpha;
 		if (cnt == 0)
@@ -196,7 +259,7 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 				continue;
 			float d[4];
 			for (int c = 0; c < 4; c++)
-				d[c] = (float)blk->px[i][c] - mean[c];
+				d[c] = c == fit->ccs ? 0.0f : (float)blk->px[i][c] - mean[c];
 			for (int a = 0; a < 4; a++)
 				for (int b = 0; b < 4; b++)
 					cov[a][b] += d[a] * d[b];
@@ -230,16 +293,24 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 				continue;
 			float t = 0.0f;
 			for (int c = 0; c < 4; c++)
-				t += ((float)blk->px[i][c] - mean[c]) * v[c];
+				t += (c == fit->ccs ? 0.0f : (float)blk->px[i][c] - mean[c]) * v[c];
 			t = vv > 0.0f ? t / vv : 0.0f;
+			for (int c = 0; c < 4; c++) {
+				float r = (float)blk->px[i][c] - mean[c] - t * v[c];
+				fit->resid[c] += (uint32_t)(r * r);
+			}
 			fit->w[i] = t;
 			tmin = t < tmin ? t : tmin;
 			tmax = t > tmax ? t : tmax;
 		}
 		float span = tmax - tmin;
-		for (int i = 0; i < blk->n; i++)
-			if (fit->part[i] == p)
-				fit->w[i] = span > 0.0f ? (fit->w[i] - tmin) / span : 0.5f;
+		for (int i = 0; i < blk->n; i++) {
+			if (fit->part[i] != p)
+				continue;
+			fit->w[i] = span > 0.0f ? (fit->w[i] - tmin) / span : 0.5f;
+			if (fit->ccs < 4)
+				fit->w1[i] = cmax > cmin ? (float)(blk->px[i][fit->ccs] - cmin) / (float)(cmax - cmin) : 0.5f;
+		}
 	}
 }
 
@@ -257,7 +328,7 @@ KILN_HD void astc_enc_decoded_endpoints(const astc_symbolic *s, int p, int *e0, 
 
 /* Texel weights 0..1 -> grid weights 0..64 through the transpose of the infill: each grid
  * point averages the texels it contributes to, weighted by its factor. */
-KILN_HD void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, const float *tw, float *grid)
+KILN_HD void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, const float *tw, float *grid, int steps)
 {
 	int ng = g->w * g->h;
 	if (g->full) {
@@ -273,6 +344,24 @@ KILN_HD void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, const floa
 			num[g->taps[i].idx[k]] += (float)g->taps[i].fac[k] * tw[i];
 	for (int j = 0; j < ng; j++)
 		grid[j] = g->den[j] > 0 ? num[j] / (float)g->den[j] * 64.0f : 32.0f;
+	/* the average blurs: correction steps towards the least-squares grid, each grid
+	 * point moved by the average residual of the texels it reaches */
+	for (int it = 0; it < steps; it++) {
+		for (int j = 0; j < ng; j++)
+			num[j] = 0.0f;
+		for (int i = 0; i < n; i++) {
+			const astc_infill_tap *t = &g->taps[i];
+			float w = ((float)t->fac[0] * grid[t->idx[0]] + (float)t->fac[1] * grid[t->idx[1]] +
+				   (float)t->fac[2] * grid[t->idx[2]] + (float)t->fac[3] * grid[t->idx[3]]) / 16.0f;
+			float r = tw[i] * 64.0f - w;
+			for (int k = 0; k < 4; k++)
+				num[t->idx[k]] += (float)t->fac[k] * r;
+		}
+		for (int j = 0; j < ng; j++) {
+			float v = g->den[j] > 0 ? grid[j] + num[j] / (float)g->den[j] : grid[j];
+			grid[j] = v < 0.0f ? 0.0f : (v > 64.0f ? 64.0f : v);
+		}
+	}
 }
 
 /* The decoder's infill (astc_infill) with precomputed taps. */
@@ -291,10 +380,34 @@ KILN_HD void astc_enc_infill(const astc_enc_grid *g, int n, const uint8_t *grid,
 	}
 }
 
-/* Exact error of an encoding with texel weights W: what astc_decode_symbolic would give,
- * without recomputing partitions and infill. Stops early once over `limit`. */
-KILN_HD uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t *part, const uint8_t *W,
-			       const astc_symbolic *s, uint32_t limit)
+/* Grid weight codes of one plane -> infilled texel weights. */
+KILN_HD void astc_enc_plane_weights(const astc_enc_grid *g, int n, int wrange, const uint8_t *codes,
+				    uint8_t *W)
+{
+	uint8_t gq[ASTC_MAX_WEIGHTS];
+	for (int j = 0; j < g->w * g->h; j++)
+		gq[j] = astc_weight_unquant[wrange][codes[j]];
+	astc_enc_infill(g, n, gq, W);
+}
+
+/* astc_interpolate of astc_block.h without its loop (the FP16 truncation as a mask chosen
+ * by the magnitude); tests/unit/test_astc.c checks that the two agree everywhere. */
+KILN_HD int astc_enc_interp(int e0, int e1, int w, int srgb)
+{
+	if (srgb)
+		return astc_interpolate(e0, e1, w, srgb);
+	uint32_t c = ((uint32_t)e0 * 257u * (uint32_t)(64 - w) + (uint32_t)e1 * 257u * (uint32_t)w + 32u) >> 6;
+	if (c >= 65535u)
+		return 255;
+	uint32_t m = c >= 32768u ? 31u : (c >= 16384u ? 15u : (c >= 8192u ? 7u : (c >= 4096u ? 3u : (c >= 2048u ? 1u : 0u))));
+	return (int)(((c & ~m) * 255u + 32768u) >> 16);
+}
+
+/* Exact error of an encoding with texel weights W0 (and W1 for channel ccs; ccs 4: none):
+ * what astc_decode_symbolic would give, without recomputing partitions and infill. Stops
+ * early once over `limit`. */
+KILN_HD uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t *part, const uint8_t *W0,
+			       const uint8_t *W1, int ccs, const astc_symbolic *s, uint32_t limit)
 {
 	int e[4][2][4];
 	for (int p = 0; p < s->partitions; p++)
@@ -303,7 +416,8 @@ KILN_HD uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t *part, c
 	for (int i = 0; i < blk->n; i++) {
 		int p = part[i];
 		for (int k = 0; k < 4; k++) {
-			int d = (int)astc_interpolate(e[p][0][k], e[p][1][k], W[i], blk->srgb) - (int)blk->px[i][k];
+			int w = k == ccs ? W1[i] : W0[i];
+			int d = astc_enc_interp(e[p][0][k], e[p][1][k], w, blk->srgb) - (int)blk->px[i][k];
 			err += (uint32_t)(d * d);
 		}
 		if (err > limit)
@@ -351,44 +465,92 @@ KILN_HD int astc_enc_lsq(const astc_enc_block *blk, const uint8_t *part, int p, 
 	return 1;
 }
 
-/* The float endpoints of a line fit (the extremes of each partition's projection). */
-KILN_HD void astc_enc_line_endpoints(const astc_enc_block *blk, const astc_enc_fit *fit, int p,
-				     int *e0, int *e1)
+/* Endpoints of every partition by least squares against W0 (and W1 for channel ccs);
+ * a partition or channel the weights do not determine keeps its endpoints in ep. */
+KILN_HD void astc_enc_refit(const astc_enc_block *blk, const uint8_t *part, int parts, const uint8_t *W0,
+			    const uint8_t *W1, int ccs, int ep[4][2][4])
 {
-	/* texel weights are 0..1 along the line: least squares with the unquantised
-	 * weights recovers the line's endpoints (or the mean for a flat partition) */
-	uint8_t W[ASTC_MAX_TEXELS];
-	for (int i = 0; i < blk->n; i++)
-		W[i] = (uint8_t)astc_enc_round64(fit->w[i] * 64.0f);
-	if (astc_enc_lsq(blk, fit->part, p, W, e0, e1))
-		return;
-	int sum[4] = {0, 0, 0, 0}, cnt = 0;
-	for (int i = 0; i < blk->n; i++) {
-		if (fit->part[i] != p)
-			continue;
-		cnt++;
-		for (int k = 0; k < 4; k++)
-			sum[k] += blk->px[i][k];
+	for (int p = 0; p < parts; p++) {
+		int e0[4], e1[4];
+		if (astc_enc_lsq(blk, part, p, W0, e0, e1)) {
+			for (int k = 0; k < 4; k++) {
+				if (k == ccs)
+					continue;
+				ep[p][0][k] = e0[k];
+				ep[p][1][k] = e1[k];
+			}
+		}
+		if (ccs < 4 && astc_enc_lsq(blk, part, p, W1, e0, e1)) {
+			ep[p][0][ccs] = e0[ccs];
+			ep[p][1][ccs] = e1[ccs];
+		}
 	}
-	for (int k = 0; k < 4; k++)
-		e0[k] = e1[k] = cnt ? (sum[k] + cnt / 2) / cnt : 0;
 }
 
-/* Quantises the endpoints of every partition into s (CEM 8 or 12, colour range s->crange)
- * and puts endpoint 1 on the side of the larger RGB sum after quantisation. Returns a
- * bit mask of the partitions whose endpoints were swapped (their weights must invert). */
+/* Starting endpoints of a fit: least squares against the fit's own positions, which
+ * recovers the line's extremes; a flat partition gets its mean. */
+KILN_HD void astc_enc_line_endpoints(const astc_enc_block *blk, const astc_enc_fit *fit, int ep[4][2][4])
+{
+	uint8_t W0[ASTC_MAX_TEXELS], W1[ASTC_MAX_TEXELS];
+	for (int i = 0; i < blk->n; i++) {
+		W0[i] = (uint8_t)astc_enc_round64(fit->w[i] * 64.0f);
+		W1[i] = fit->ccs < 4 ? (uint8_t)astc_enc_round64(fit->w1[i] * 64.0f) : 0;
+	}
+	for (int p = 0; p < fit->parts; p++) {
+		int sum[4] = {0, 0, 0, 0}, cnt = 0;
+		for (int i = 0; i < blk->n; i++) {
+			if (fit->part[i] != p)
+				continue;
+			cnt++;
+			for (int k = 0; k < 4; k++)
+				sum[k] += blk->px[i][k];
+		}
+		for (int k = 0; k < 4; k++)
+			ep[p][0][k] = ep[p][1][k] = cnt ? (sum[k] + cnt / 2) / cnt : 0;
+	}
+	astc_enc_refit(blk, fit->part, fit->parts, W0, W1, fit->ccs, ep);
+}
+
+/* Quantises the endpoints of every partition into s (colour range s->crange) for its
+ * CEM: direct (8, 12) puts endpoint 1 on the side of the larger RGB sum after
+ * quantisation; base+scale (6, 10) stores the brighter endpoint and the scale that best
+ * maps it onto the other. Returns a bit mask of the partitions whose endpoints were
+ * swapped (their weights must invert). */
 KILN_HD int astc_enc_quant_endpoints(astc_symbolic *s, int ep[4][2][4])
 {
-	int pos = 0, swapped = 0;
+	int pos = 0, swapped = 0, cr = s->crange;
 	for (int p = 0; p < s->partitions; p++) {
-		int rgba = s->cem[p] == 12;
+		int cem = s->cem[p];
+		if (cem == 6 || cem == 10) {
+			int hi = ep[p][1][0] + ep[p][1][1] + ep[p][1][2] >= ep[p][0][0] + ep[p][0][1] + ep[p][0][2] ? 1 : 0;
+			int lo = 1 - hi;
+			int64_t num = 0, den = 0;
+			for (int k = 0; k < 3; k++) {
+				uint8_t q = astc_color_quant[cr][ep[p][hi][k]];
+				int u = astc_color_unquant[cr][q];
+				s->colors[pos + k] = q;
+				num += (int64_t)u * ep[p][lo][k];
+				den += (int64_t)u * u;
+			}
+			int64_t sc = den > 0 ? (num * 256 + den / 2) / den : 255;
+			s->colors[pos + 3] = astc_color_quant[cr][sc > 255 ? 255 : sc];
+			if (cem == 10) {
+				s->colors[pos + 4] = astc_color_quant[cr][ep[p][lo][3]];
+				s->colors[pos + 5] = astc_color_quant[cr][ep[p][hi][3]];
+			}
+			if (!hi)
+				swapped |= 1 << p;
+			pos += astc_cem_values(cem);
+			continue;
+		}
+		int rgba = cem == 12;
 		uint8_t q[2][4];
 		int sum[2] = {0, 0};
 		for (int e = 0; e < 2; e++) {
 			for (int k = 0; k < 4; k++) {
-				q[e][k] = astc_color_quant[s->crange][ep[p][e][k]];
+				q[e][k] = astc_color_quant[cr][ep[p][e][k]];
 				if (k < 3)
-					sum[e] += astc_color_unquant[s->crange][q[e][k]];
+					sum[e] += astc_color_unquant[cr][q[e][k]];
 			}
 		}
 		int lo = 0, hi = 1;
@@ -406,104 +568,311 @@ KILN_HD int astc_enc_quant_endpoints(astc_symbolic *s, int ep[4][2][4])
 	return swapped;
 }
 
-/* Encodes with one block mode and a partitioning: fills s, returns its exact error. */
-KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-				   const astc_enc_fit *fit, const astc_enc_mode *m, int seed,
-				   int iterations, uint32_t limit, astc_symbolic *s)
+/* Sets the CEM of every partition for an endpoint kind (0 direct, 1 base+scale) and the
+ * colour range the mode leaves; 0 when the values do not fit. */
+KILN_HD int astc_enc_set_cems(astc_symbolic *s, const astc_enc_fit *fit, int ccs, int kind, int weight_bits)
 {
-	const astc_enc_grid *g = &ctx->grids[m->grid];
-	int parts = fit->parts;
-	int values = 0;
-	s->kind = ASTC_KIND_NORMAL;
-	s->partitions = (uint8_t)parts;
-	s->seed = (uint16_t)seed;
-	s->ccs = 0;
-	s->block_mode = m->mode;
-	s->mode.grid_w = m->grid_w;
-	s->mode.grid_h = m->grid_h;
-	s->mode.dual = 0;
-	s->mode.wrange = m->wrange;
-	s->mode.weight_bits = m->weight_bits;
-	int mixed = 0;
+	int values = 0, mixed = 0, parts = s->partitions;
 	for (int p = 0; p < parts; p++) {
-		s->cem[p] = fit->alpha[p] ? 12 : 8;
+		int alpha = fit->alpha[p] || ccs == 3;
+		s->cem[p] = (uint8_t)(kind ? (alpha ? 10 : 6) : (alpha ? 12 : 8));
 		values += astc_cem_values(s->cem[p]);
 		mixed |= s->cem[p] != s->cem[0];
 	}
-	int config = parts == 1 ? 17 : (mixed ? 25 + 3 * parts : 29);
+	int config = (parts == 1 ? 17 : (mixed ? 25 + 3 * parts : 29)) + (s->mode.dual ? 2 : 0);
 	if (values > ASTC_MAX_VALUES)
-		return UINT32_MAX;
-	int cr = astc_color_range(values, 128 - config - m->weight_bits);
+		return 0;
+	int cr = astc_color_range(values, 128 - config - weight_bits);
 	if (cr < 0)
-		return UINT32_MAX;
+		return 0;
 	s->crange = (uint8_t)cr;
+	return 1;
+}
 
-	int ng = m->grid_w * m->grid_h;
-	float tw[ASTC_MAX_TEXELS], grid[ASTC_MAX_WEIGHTS];
+/* Grid weights (0..64 floats) of one plane quantised into codes, and their texel weights;
+ * `invert` mirrors them (64 - w). */
+KILN_HD void astc_enc_quant_plane(const astc_enc_grid *g, int n, int wrange, const float *grid, int invert,
+				  uint8_t *codes, uint8_t *W)
+{
+	for (int j = 0; j < g->w * g->h; j++) {
+		int v = astc_enc_round64(grid[j]);
+		codes[j] = astc_weight_quant[wrange][invert ? 64 - v : v];
+	}
+	astc_enc_plane_weights(g, n, wrange, codes, W);
+}
+
+/* Encodes with one block mode and a partitioning: fills s, returns its exact error. */
+KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block *blk,
+				   const astc_enc_fit *fit, const astc_enc_mode *m, int seed,
+				   int iterations, uint32_t limit, int *kindp, astc_symbolic *s)
+{
+	const astc_enc_grid *g = &ctx->grids[m->grid];
+	int parts = fit->parts;
+	int dual = m->dual, ccs = dual ? fit->ccs : 4;
+	int values = 0;
+	if (dual && (ccs > 3 || parts > 3))
+		return UINT32_MAX;
+	s->kind = ASTC_KIND_NORMAL;
+	s->partitions = (uint8_t)parts;
+	s->seed = (uint16_t)seed;
+	s->ccs = (uint8_t)(dual ? ccs : 0);
+	s->block_mode = m->mode;
+	s->mode.grid_w = m->grid_w;
+	s->mode.grid_h = m->grid_h;
+	s->mode.dual = (uint8_t)dual;
+	s->mode.wrange = m->wrange;
+	s->mode.weight_bits = m->weight_bits;
+	(void)values;
+	/* kind < 0: try both endpoint kinds on the first iteration, keep the better */
+	int kind = *kindp < 0 ? 0 : *kindp, kinds_left = *kindp < 0 ? 1 : 0;
+	if (!astc_enc_set_cems(s, fit, ccs, kind, m->weight_bits)) {
+		if (!kinds_left)
+			return UINT32_MAX;
+		kind = 1;
+		kinds_left = 0;
+		if (!astc_enc_set_cems(s, fit, ccs, kind, m->weight_bits))
+			return UINT32_MAX;
+	}
+
+	float tw[2][ASTC_MAX_TEXELS], grid[2][ASTC_MAX_WEIGHTS];
 	int ep[4][2][4];
-	for (int i = 0; i < blk->n; i++)
-		tw[i] = fit->w[i];
-	for (int p = 0; p < parts; p++)
-		astc_enc_line_endpoints(blk, fit, p, ep[p][0], ep[p][1]);
+	for (int i = 0; i < blk->n; i++) {
+		tw[0][i] = fit->w[i];
+		tw[1][i] = dual ? fit->w1[i] : 0.0f;
+	}
+	astc_enc_line_endpoints(blk, fit, ep);
 
-	uint8_t W[ASTC_MAX_TEXELS], gq[ASTC_MAX_WEIGHTS];
+	uint8_t W[2][ASTC_MAX_TEXELS];
 	uint32_t best = UINT32_MAX;
 	astc_symbolic cur = *s;
 	for (int it = 0; it <= iterations; it++) {
 		/* weights for the current texel positions, quantised and infilled */
-		astc_enc_grid_from_texels(g, blk->n, tw, grid);
-		for (int j = 0; j < ng; j++) {
-			cur.weights[0][j] = astc_weight_quant[m->wrange][astc_enc_round64(grid[j])];
-			gq[j] = astc_weight_unquant[m->wrange][cur.weights[0][j]];
+		for (int pl = 0; pl <= dual; pl++) {
+			astc_enc_grid_from_texels(g, blk->n, tw[pl], grid[pl], ASTC_ENC_GRID_STEPS);
+			astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], 0, cur.weights[pl], W[pl]);
 		}
-		astc_enc_infill(g, blk->n, gq, W);
 		/* endpoints refitted to those weights (kept when they do not determine a line) */
-		for (int p = 0; p < parts; p++) {
-			int e0[4], e1[4];
-			if (astc_enc_lsq(blk, fit->part, p, W, e0, e1)) {
-				for (int k = 0; k < 4; k++) {
-					ep[p][0][k] = e0[k];
-					ep[p][1][k] = e1[k];
-				}
-			}
-		}
+		astc_enc_refit(blk, fit->part, parts, W[0], W[1], ccs, ep);
 		int swapped = astc_enc_quant_endpoints(&cur, ep);
 		if (swapped && parts == 1) {
 			/* invert the weights of the (single) partition and requantise */
-			for (int j = 0; j < ng; j++) {
-				cur.weights[0][j] = astc_weight_quant[m->wrange][64 - astc_enc_round64(grid[j])];
-				gq[j] = astc_weight_unquant[m->wrange][cur.weights[0][j]];
-			}
-			astc_enc_infill(g, blk->n, gq, W);
+			for (int pl = 0; pl <= dual; pl++)
+				astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], 1, cur.weights[pl], W[pl]);
 		}
-		uint32_t err = astc_enc_eval(blk, fit->part, W, &cur, best < limit ? best : limit);
+		uint32_t err = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, &cur, best < limit ? best : limit);
 		if (err < best) {
 			best = err;
 			*s = cur;
+			*kindp = kind;
+		}
+		if (kinds_left) {
+			/* the other endpoint kind with the same weights */
+			astc_symbolic alt = cur;
+			kinds_left = 0;
+			if (astc_enc_set_cems(&alt, fit, ccs, 1, m->weight_bits)) {
+				int sw = astc_enc_quant_endpoints(&alt, ep);
+				if (sw != swapped && parts == 1)
+					for (int pl = 0; pl <= dual; pl++)
+						astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], sw != 0, alt.weights[pl], W[pl]);
+				uint32_t e2 = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, &alt, best < limit ? best : limit);
+				if (e2 < best) {
+					best = e2;
+					*s = alt;
+					cur = alt;
+					kind = 1;
+					*kindp = kind;
+					swapped = sw;
+				} else if (sw != swapped && parts == 1) {
+					for (int pl = 0; pl <= dual; pl++)
+						astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], swapped != 0, cur.weights[pl], W[pl]);
+				}
+			}
 		}
 		if (it == iterations)
 			break;
-		/* texel positions re-projected on the quantised endpoints */
+		/* texel positions re-projected on the quantised endpoints: plane 0 on the
+		 * channels other than ccs, plane 1 on channel ccs */
 		for (int p = 0; p < parts; p++) {
 			int e0[4], e1[4];
 			astc_enc_decoded_endpoints(&cur, p, e0, e1);
 			int d[4], dd = 0;
 			for (int k = 0; k < 4; k++) {
 				d[k] = e1[k] - e0[k];
-				dd += d[k] * d[k];
+				dd += k == ccs ? 0 : d[k] * d[k];
 			}
 			for (int i = 0; i < blk->n; i++) {
 				if (fit->part[i] != p)
 					continue;
 				int t = 0;
 				for (int k = 0; k < 4; k++)
-					t += ((int)blk->px[i][k] - e0[k]) * d[k];
+					t += k == ccs ? 0 : ((int)blk->px[i][k] - e0[k]) * d[k];
 				float f = dd > 0 ? (float)t / (float)dd : 0.5f;
-				tw[i] = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
+				tw[0][i] = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
+				if (dual) {
+					int dc = d[ccs];
+					f = dc != 0 ? (float)((int)blk->px[i][ccs] - e0[ccs]) / (float)dc : 0.5f;
+					tw[1][i] = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
+				}
 			}
 		}
 	}
 	return best;
+}
+
+/* The partition of every texel of s. */
+KILN_HD void astc_enc_partitions(const astc_enc_block *blk, const astc_symbolic *s, uint8_t *part)
+{
+	for (int y = 0; y < blk->bh; y++)
+		for (int x = 0; x < blk->bw; x++)
+			part[y * blk->bw + x] = (uint8_t)astc_partition(s->seed, x, y, s->partitions, blk->n);
+}
+
+/* The decoded value of every channel of partition p at every weight 0..64. */
+KILN_HD void astc_enc_lut(const astc_symbolic *s, int p, int srgb, uint8_t lut[4][65])
+{
+	int e0[4], e1[4];
+	astc_enc_decoded_endpoints(s, p, e0, e1);
+	for (int k = 0; k < 4; k++)
+		for (int w = 0; w <= 64; w++)
+			lut[k][w] = (uint8_t)astc_enc_interp(e0[k], e1[k], w, srgb);
+}
+
+/* Squared error of texel i under the tables of its partition. */
+KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0,
+				    int w1, int ccs)
+{
+	uint32_t err = 0;
+	for (int k = 0; k < 4; k++) {
+		int d = (int)lut[k][k == ccs ? w1 : w0] - (int)blk->px[i][k];
+		err += (uint32_t)(d * d);
+	}
+	return err;
+}
+
+/* Local search on a finished encoding: moves each grid weight, then each colour value, one
+ * quantisation level up or down while the exact error falls (at most `passes` sweeps).
+ * Per-texel errors are kept so that a move re-evaluates only the texels it touches.
+ * Returns the new error of s. */
+KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_grid *g,
+				 astc_symbolic *s, uint32_t err, int passes)
+{
+	uint8_t part[ASTC_MAX_TEXELS], W[2][ASTC_MAX_TEXELS], gq[2][ASTC_MAX_WEIGHTS];
+	uint8_t lut[4][4][65];
+	uint32_t terr[ASTC_MAX_TEXELS];
+	int dual = s->mode.dual, ccs = dual ? s->ccs : 4, wr = s->mode.wrange;
+	int ng = s->mode.grid_w * s->mode.grid_h, n = blk->n, parts = s->partitions;
+	astc_enc_partitions(blk, s, part);
+	for (int pl = 0; pl < 2; pl++) {
+		for (int j = 0; j < ng; j++)
+			gq[pl][j] = astc_weight_unquant[wr][s->weights[pl <= dual ? pl : 0][j]];
+		astc_enc_infill(g, n, gq[pl], W[pl]);
+	}
+	for (int p = 0; p < parts; p++)
+		astc_enc_lut(s, p, blk->srgb, lut[p]);
+	uint32_t total = 0;
+	for (int i = 0; i < n; i++) {
+		terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
+		total += terr[i];
+	}
+	err = total;
+	int values = 0;
+	for (int p = 0; p < parts; p++)
+		values += astc_cem_values(s->cem[p]);
+	for (int pass = 0; pass < passes && err > 0; pass++) {
+		int improved = 0;
+		for (int pl = 0; pl <= dual; pl++) {
+			for (int j = 0; j < ng; j++) {
+				uint8_t old = s->weights[pl][j];
+				for (int dir = 0; dir < 2; dir++) {
+					uint8_t nc = ctx->wstep[wr][old][dir];
+					if (nc == old)
+						continue;
+					gq[pl][j] = astc_weight_unquant[wr][nc];
+					/* the error of the texels whose infill reads grid point j */
+					int64_t delta = 0;
+					for (int i = 0; i < n; i++) {
+						const astc_infill_tap *t = &g->taps[i];
+						int w;
+						if (g->full) {
+							if (i != j)
+								continue;
+							w = gq[pl][j];
+						} else {
+							if (!((t->idx[0] == j && t->fac[0]) || (t->idx[1] == j && t->fac[1]) ||
+							      (t->idx[2] == j && t->fac[2]) || (t->idx[3] == j && t->fac[3])))
+								continue;
+							w = (8 + gq[pl][t->idx[0]] * t->fac[0] + gq[pl][t->idx[1]] * t->fac[1] +
+							     gq[pl][t->idx[2]] * t->fac[2] + gq[pl][t->idx[3]] * t->fac[3]) >> 4;
+						}
+						int w0 = pl == 0 ? w : W[0][i], w1 = pl == 1 || !dual ? w : W[1][i];
+						delta += (int64_t)astc_enc_texel_err(blk, i, lut[part[i]], w0, w1, ccs) - terr[i];
+					}
+					if (delta < 0) {
+						/* accept: commit the texels' weights and errors */
+						s->weights[pl][j] = nc;
+						for (int i = 0; i < n; i++) {
+							const astc_infill_tap *t = &g->taps[i];
+							int w;
+							if (g->full) {
+								if (i != j)
+									continue;
+								w = gq[pl][j];
+							} else {
+								if (!((t->idx[0] == j && t->fac[0]) || (t->idx[1] == j && t->fac[1]) ||
+								      (t->idx[2] == j && t->fac[2]) || (t->idx[3] == j && t->fac[3])))
+									continue;
+								w = (8 + gq[pl][t->idx[0]] * t->fac[0] + gq[pl][t->idx[1]] * t->fac[1] +
+								     gq[pl][t->idx[2]] * t->fac[2] + gq[pl][t->idx[3]] * t->fac[3]) >> 4;
+							}
+							W[pl][i] = (uint8_t)w;
+							if (!dual)
+								W[1][i] = (uint8_t)w;
+							terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
+						}
+						err = (uint32_t)((int64_t)err + delta);
+						improved = 1;
+						break;
+					}
+					gq[pl][j] = astc_weight_unquant[wr][old];
+				}
+			}
+		}
+		int base = 0;
+		for (int p = 0; p < parts; p++) {
+			int nv = astc_cem_values(s->cem[p]);
+			for (int v = base; v < base + nv; v++) {
+				uint8_t old = s->colors[v];
+				for (int dir = 0; dir < 2; dir++) {
+					uint8_t nc = ctx->cstep[s->crange][old][dir];
+					if (nc == old)
+						continue;
+					s->colors[v] = nc;
+					uint8_t nl[4][65];
+					astc_enc_lut(s, p, blk->srgb, nl);
+					int64_t delta = 0;
+					for (int i = 0; i < n; i++)
+						if (part[i] == p)
+							delta += (int64_t)astc_enc_texel_err(blk, i, nl, W[0][i], W[1][i], ccs) - terr[i];
+					if (delta < 0) {
+						for (int k = 0; k < 4; k++)
+							for (int w = 0; w <= 64; w++)
+								lut[p][k][w] = nl[k][w];
+						for (int i = 0; i < n; i++)
+							if (part[i] == p)
+								terr[i] = astc_enc_texel_err(blk, i, lut[p], W[0][i], W[1][i], ccs);
+						err = (uint32_t)((int64_t)err + delta);
+						improved = 1;
+						break;
+					}
+					s->colors[v] = old;
+				}
+			}
+			base += nv;
+		}
+		if (!improved)
+			break;
+	}
+	return err;
 }
 
 /* Squared error of a 2-means clustering against seed s's pattern (either labelling). */
@@ -561,22 +930,156 @@ KILN_HD void astc_enc_two_means(const astc_enc_block *blk, const astc_enc_fit *l
 	}
 }
 
+#define ASTC_ENC_MAX_CAND 32
+/* modes per fit that the estimate passes on to exact encoding, per quality */
+#define ASTC_ENC_CAND(q) ((q) == KILN_QUALITY_FAST ? 6 : ((q) == KILN_QUALITY_MEDIUM ? 16 : 32))
+
+/* Ranks the block modes of one plane count for a fit without encoding them: per weight
+ * grid, the error of the ideal (unquantised) weights after decimation to the grid, plus
+ * per mode the error of quantising those grid weights to its range and an expected
+ * error of quantising the endpoints to its colour range; all in units of the exact error
+ * (squared 8-bit differences). Fills cand[] with the `count` best mode indices (ties to
+ * the lower index) and returns how many it found. */
+KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_fit *fit,
+			      int dual, int count, int *cand)
+{
+	int n = blk->n, parts = fit->parts, ccs = dual ? fit->ccs : 4;
+	int ep[4][2][4];
+	astc_enc_line_endpoints(blk, fit, ep);
+	/* squared length of each partition's line per plane, in 0..255 units */
+	float len[2][4];
+	for (int p = 0; p < parts; p++) {
+		len[0][p] = 0.0f;
+		len[1][p] = 0.0f;
+		for (int k = 0; k < 4; k++) {
+			float d = (float)(ep[p][1][k] - ep[p][0][k]);
+			if (k == ccs)
+				len[1][p] += d * d;
+			else
+				len[0][p] += d * d;
+		}
+	}
+	float lmean[2] = {0.0f, 0.0f};
+	for (int i = 0; i < n; i++) {
+		lmean[0] += len[0][fit->part[i]];
+		lmean[1] += len[1][fit->part[i]];
+	}
+	lmean[0] = lmean[0] / (float)n / 4096.0f;
+	lmean[1] = lmean[1] / (float)n / 4096.0f;
+	int channels = 0;
+	for (int p = 0; p < parts; p++)
+		channels += fit->alpha[p] || ccs == 3 ? 4 : 3;
+	channels = channels * n / parts;
+	/* base+scale endpoints lie on a ray from black: the distance of the darker endpoint
+	 * from the brighter one's ray, over a third of the texels on average */
+	float scale_err = 0.0f;
+	for (int p = 0; p < parts; p++) {
+		int hi = ep[p][1][0] + ep[p][1][1] + ep[p][1][2] >= ep[p][0][0] + ep[p][0][1] + ep[p][0][2] ? 1 : 0;
+		float dot = 0.0f, hh = 0.0f, ll = 0.0f;
+		for (int k = 0; k < 3; k++) {
+			float a = (float)ep[p][hi][k], b = (float)ep[p][1 - hi][k];
+			dot += a * b;
+			hh += a * a;
+			ll += b * b;
+		}
+		float off = hh > 0.0f ? ll - dot * dot / hh : ll;
+		int cnt = 0;
+		for (int i = 0; i < n; i++)
+			cnt += fit->part[i] == p;
+		scale_err += (off > 0.0f ? off : 0.0f) * (float)cnt / 3.0f;
+	}
+
+	float errs[ASTC_ENC_MAX_CAND];
+	int have = 0;
+	astc_symbolic tmp;
+	tmp.partitions = (uint8_t)parts;
+	tmp.mode.dual = (uint8_t)dual;
+	for (int g = 0; g < ctx->grid_count; g++) {
+		int first = ctx->grid_first[g], end = ctx->grid_first[g + 1], any = 0;
+		for (int t = first; t < end && !any; t++)
+			any = ctx->modes[ctx->grid_modes[t]].dual == dual;
+		if (!any)
+			continue;
+		const astc_enc_grid *gr = &ctx->grids[g];
+		int ng = gr->w * gr->h;
+		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
+		for (int pl = 0; pl <= dual; pl++) {
+			const float *tw = pl ? fit->w1 : fit->w;
+			astc_enc_grid_from_texels(gr, n, tw, ideal[pl], ASTC_ENC_GRID_STEPS);
+			if (gr->full)
+				continue;
+			for (int i = 0; i < n; i++) {
+				const astc_infill_tap *tp = &gr->taps[i];
+				float w = ((float)tp->fac[0] * ideal[pl][tp->idx[0]] + (float)tp->fac[1] * ideal[pl][tp->idx[1]] +
+					   (float)tp->fac[2] * ideal[pl][tp->idx[2]] + (float)tp->fac[3] * ideal[pl][tp->idx[3]]) /
+					  16.0f;
+				float d = tw[i] * 64.0f - w;
+				dec += d * d * len[pl][fit->part[i]] / 4096.0f;
+			}
+		}
+		for (int t = first; t < end; t++) {
+			int mi = ctx->grid_modes[t];
+			const astc_enc_mode *m = &ctx->modes[mi];
+			if (m->dual != dual)
+				continue;
+			float e = dec;
+			for (int pl = 0; pl <= dual; pl++) {
+				float q = 0.0f;
+				for (int j = 0; j < ng; j++) {
+					int v = astc_enc_round64(ideal[pl][j]);
+					float d = ideal[pl][j] - (float)astc_weight_unquant[m->wrange][astc_weight_quant[m->wrange][v]];
+					q += d * d * (float)gr->den[j];
+				}
+				e += q / 16.0f * lmean[pl];
+			}
+			for (int kind = 0; kind < 2; kind++) {
+				if (!astc_enc_set_cems(&tmp, fit, ccs, kind, m->weight_bits))
+					continue;
+				float step = 255.0f / (float)(astc_ranges[tmp.crange].levels - 1);
+				float ek = e + (float)channels * step * step / 18.0f + (kind ? scale_err : 0.0f);
+				/* insertion into the sorted list; ties keep the lower candidate first */
+				int at = have;
+				while (at > 0 && errs[at - 1] > ek)
+					at--;
+				if (at >= count)
+					continue;
+				int last = have < count ? have : count - 1;
+				for (int j = last; j > at; j--) {
+					cand[j] = cand[j - 1];
+					errs[j] = errs[j - 1];
+				}
+				cand[at] = 2 * mi + kind;
+				errs[at] = ek;
+				if (have < count)
+					have++;
+			}
+		}
+	}
+	return have;
+}
+
 #define ASTC_ENC_SHORTLIST 4
 
-/* Every block mode with a single fit (no refinement), then the best few refined: keeps
- * *best / *best_err when nothing beats them. */
+/* Every block mode of the fit's plane count with a single fit (no refinement), then the
+ * best few refined and polished: keeps *best / *best_err when nothing beats them. */
 KILN_HD void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 			     const astc_enc_fit *fit, int seed, int quality, astc_symbolic *best,
 			     uint32_t *best_err)
 {
-	int keep = quality == KILN_QUALITY_FAST ? 2 : (quality == KILN_QUALITY_MEDIUM ? 3 : ASTC_ENC_SHORTLIST);
+	int keep = quality == KILN_QUALITY_FAST ? 1 : (quality == KILN_QUALITY_MEDIUM ? 3 : ASTC_ENC_SHORTLIST);
 	int iterations = quality == KILN_QUALITY_FAST ? 1 : (quality == KILN_QUALITY_MEDIUM ? 2 : 3);
-	int list[ASTC_ENC_SHORTLIST], have = 0;
+	int passes = quality == KILN_QUALITY_FAST ? 1 : (quality == KILN_QUALITY_MEDIUM ? 4 : 4);
+	int dual = fit->ccs < 4;
+	int list[ASTC_ENC_SHORTLIST], kinds[ASTC_ENC_SHORTLIST], have = 0;
 	uint32_t errs[ASTC_ENC_SHORTLIST];
 	astc_symbolic cand;
-	for (int m = 0; m < ctx->mode_count; m++) {
+	int modes[ASTC_ENC_MAX_CAND];
+	int nmodes = astc_enc_estimate(ctx, blk, fit, dual, ASTC_ENC_CAND(quality), modes);
+	for (int c = 0; c < nmodes; c++) {
+		int m = modes[c] >> 1;
 		uint32_t limit = have == keep ? errs[have - 1] : UINT32_MAX;
-		uint32_t e = astc_enc_try_mode(ctx, blk, fit, &ctx->modes[m], seed, 0, limit, &cand);
+		int kind = modes[c] & 1;
+		uint32_t e = astc_enc_try_mode(ctx, blk, fit, &ctx->modes[m], seed, 0, limit, &kind, &cand);
 		if (e < *best_err) {
 			*best_err = e;
 			*best = cand;
@@ -589,16 +1092,21 @@ KILN_HD void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 		int last = have < keep ? have : keep - 1;
 		for (int j = last; j > at; j--) {
 			list[j] = list[j - 1];
+			kinds[j] = kinds[j - 1];
 			errs[j] = errs[j - 1];
 		}
 		list[at] = m;
+		kinds[at] = kind;
 		errs[at] = e;
 		if (have < keep)
 			have++;
 	}
 	for (int t = 0; t < have; t++) {
-		uint32_t e = astc_enc_try_mode(ctx, blk, fit, &ctx->modes[list[t]], seed, iterations,
-					       *best_err, &cand);
+		const astc_enc_mode *md = &ctx->modes[list[t]];
+		uint32_t e = astc_enc_try_mode(ctx, blk, fit, md, seed, iterations, UINT32_MAX, &kinds[t], &cand);
+		if (e == UINT32_MAX)
+			continue;
+		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], &cand, e, passes);
 		if (e < *best_err) {
 			*best_err = e;
 			*best = cand;
@@ -627,20 +1135,46 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 
 	astc_enc_fit fit;
 	fit.parts = 1;
+	fit.ccs = 4;
 	for (int i = 0; i < n; i++)
 		fit.part[i] = 0;
 	astc_enc_fit_lines(blk, &fit);
 	astc_enc_search(ctx, blk, &fit, 0, quality, &best, &best_err);
 
-	int tries = quality == KILN_QUALITY_FAST ? 0 : (quality == KILN_QUALITY_MEDIUM ? 2 : ASTC_ENC_MAX_TRY_SEEDS);
+	/* a second weight plane for the channel farthest from the line (all that vary at
+	 * high) */
+	{
+		astc_enc_fit f1 = fit;
+		int order[4] = {0, 1, 2, 3};
+		for (int a = 1; a < 4; a++)
+			for (int b = a; b > 0 && fit.resid[order[b]] > fit.resid[order[b - 1]]; b--) {
+				int t = order[b];
+				order[b] = order[b - 1];
+				order[b - 1] = t;
+			}
+		int tries = quality == KILN_QUALITY_HIGH ? 4 : 1;
+		for (int t = 0; t < tries && best_err > 0; t++) {
+			if (fit.resid[order[t]] == 0)
+				break;
+			f1.ccs = order[t];
+			astc_enc_fit_lines(blk, &f1);
+			astc_enc_search(ctx, blk, &f1, 0, quality, &best, &best_err);
+		}
+	}
+
+	/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
+	 * the residual of a line fit per partition; the best few searched in full */
+	int tries = quality == KILN_QUALITY_FAST ? 8 : (quality == KILN_QUALITY_MEDIUM ? ASTC_ENC_MAX_TRY_SEEDS / 2 : ASTC_ENC_MAX_TRY_SEEDS);
+	int full = quality == KILN_QUALITY_FAST ? 1 : (quality == KILN_QUALITY_MEDIUM ? 3 : 6);
 	if (tries > 0 && best_err > 0) {
 		uint64_t labels[3];
 		astc_enc_two_means(blk, &fit, labels);
-		int seeds[ASTC_ENC_MAX_TRY_SEEDS], scores[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
+		int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
+		uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
 		for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
 			if (!ctx->part2_ok[s])
 				continue;
-			int sc = astc_enc_pattern_mismatch(ctx, s, labels, n);
+			uint32_t sc = (uint32_t)astc_enc_pattern_mismatch(ctx, s, labels, n);
 			/* insertion into the sorted shortlist; ties keep the lower seed first */
 			int at = have;
 			while (at > 0 && scores[at - 1] > sc)
@@ -657,13 +1191,33 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 			if (have < tries)
 				have++;
 		}
+		astc_enc_fit f2;
+		f2.parts = 2;
+		f2.ccs = 4;
 		for (int t = 0; t < have; t++) {
-			astc_enc_fit f2;
-			f2.parts = 2;
 			for (int i = 0; i < n; i++)
 				f2.part[i] = (uint8_t)((ctx->part2[seeds[t]][i >> 6] >> (i & 63)) & 1u);
 			astc_enc_fit_lines(blk, &f2);
-			astc_enc_search(ctx, blk, &f2, seeds[t], quality, &best, &best_err);
+			scores[t] = f2.resid[0] + f2.resid[1] + f2.resid[2] + f2.resid[3];
+		}
+		/* stable selection of the `full` lowest residuals */
+		for (int k = 0; k < full && k < have; k++) {
+			int bi = k;
+			for (int t = k + 1; t < have; t++)
+				if (scores[t] < scores[bi])
+					bi = t;
+			int sd = seeds[bi];
+			uint32_t sc = scores[bi];
+			for (int t = bi; t > k; t--) {
+				seeds[t] = seeds[t - 1];
+				scores[t] = scores[t - 1];
+			}
+			seeds[k] = sd;
+			scores[k] = sc;
+			for (int i = 0; i < n; i++)
+				f2.part[i] = (uint8_t)((ctx->part2[sd][i >> 6] >> (i & 63)) & 1u);
+			astc_enc_fit_lines(blk, &f2);
+			astc_enc_search(ctx, blk, &f2, sd, quality, &best, &best_err);
 		}
 	}
 	astc_pack(&best, out);

@@ -217,29 +217,61 @@ Test(texenc_gpu, pipelined_submit_collect_over_10_batches_matches_cpu, .timeout 
 	kiln_pool_destroy(pool);
 }
 
-/* ASTC has no GPU backend yet: a texenc on the GPU fails each ASTC batch with
- * KILN_ERR_UNSUPPORTED and says why, and the next BC1 batch still runs. */
-Test(texenc_gpu, astc_batches_on_the_gpu_are_refused_with_a_reason, .timeout = 120)
+/* ASTC through the front end on the GPU: mip levels built on the GPU, sRGB and linear
+ * images in one batch (two codec launches), alpha kept: the CPU's bytes. */
+Test(texenc_gpu, astc_gpu_matches_cpu_with_mipmaps_srgb_and_alpha, .timeout = 300)
 {
 	require_gpu();
-	kiln_device gpu = {KILN_DEVICE_GPU, 0};
-	kiln_texenc_opts opts;
-	kiln_texenc_opts_default(&opts);
-	opts.format = KILN_TEXFMT_ASTC;
-	kiln_texenc *enc;
-	cr_assert_eq(kiln_texenc_create(&gpu, &opts, NULL, &enc), KILN_OK, "%s", kiln_gpu_last_error());
-	kiln_image img;
-	random_image(&img, 64, 64, 1, false);
-	kiln_texture tex;
-	kiln_status st;
-	cr_expect_eq(kiln_texenc_encode(enc, &img, 1, &tex, &st), KILN_ERR_UNSUPPORTED);
-	cr_expect_eq(st, KILN_ERR_UNSUPPORTED);
-	cr_expect(strstr(kiln_texenc_last_error(enc), "ASTC") != NULL, "%s", kiln_texenc_last_error(enc));
-	kiln_texenc_opts_default(&opts);
-	cr_assert_eq(kiln_texenc_set_opts(enc, &opts), KILN_OK);
-	cr_expect_eq(kiln_texenc_encode(enc, &img, 1, &tex, &st), KILN_OK, "%s", kiln_texenc_last_error(enc));
-	cr_expect_eq(st, KILN_OK);
-	kiln_texture_free_levels(&tex);
-	kiln_image_free(&img);
-	kiln_texenc_destroy(enc);
+	static const uint32_t sizes[][2] = {{1, 1}, {5, 3}, {67, 45}, {64, 64}, {33, 65}, {130, 7}, {7, 90}, {96, 80}};
+	enum { N = 8 };
+	kiln_image images[N];
+	for (int i = 0; i < N; i++) {
+		random_image(&images[i], sizes[i][0], sizes[i][1], (uint32_t)i + 40, i % 3 == 0);
+		images[i].srgb = i % 2 == 0;
+	}
+	static const struct {
+		uint32_t bw, bh;
+		kiln_quality q;
+		size_t batch;
+	} runs[] = {{6, 6, KILN_QUALITY_MEDIUM, 8}, {4, 4, KILN_QUALITY_FAST, 3}, {8, 5, KILN_QUALITY_HIGH, 8},
+		    {12, 12, KILN_QUALITY_MEDIUM, 1}};
+	kiln_device cpu = {KILN_DEVICE_CPU, 0}, gpu = {KILN_DEVICE_GPU, 0};
+	for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+		kiln_texenc_opts opts;
+		kiln_texenc_opts_default(&opts);
+		opts.format = KILN_TEXFMT_ASTC;
+		opts.block_w = runs[r].bw;
+		opts.block_h = runs[r].bh;
+		opts.quality = runs[r].q;
+		opts.mipmaps = true;
+		kiln_texture a[N], b[N];
+		encode_all(&cpu, &opts, images, N, N, a);
+		encode_all(&gpu, &opts, images, N, runs[r].batch, b);
+		expect_same(a, b, N, "astc");
+		for (int i = 0; i < N; i++) {
+			cr_expect_eq(b[i].srgb, images[i].srgb, "image %d keeps its colour space", i);
+			kiln_texture_free_levels(&a[i]);
+			kiln_texture_free_levels(&b[i]);
+		}
+	}
+	for (int i = 0; i < N; i++)
+		kiln_image_free(&images[i]);
+}
+
+Test(texenc_gpu, cli_astc_gpu_and_cpu_files_are_identical, .timeout = 300)
+{
+	require_gpu();
+	const char *bin = getenv("KILN_BIN") ? getenv("KILN_BIN") : "build/kiln";
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd,
+		 "set -e; d=$(mktemp -d); %s samples -o $d/in; rm $d/in/wide.png; "
+		 "%s encode -q --format astc --block 6x6 --quality fast --container ktx2 --mipmaps --device cpu "
+		 "$d/in/*.png %s/kodak/kodim0[1-2].png -o $d/cpu; "
+		 "%s encode -q --format astc --block 6x6 --quality fast --container ktx2 --mipmaps --device gpu "
+		 "$d/in/*.png %s/kodak/kodim0[1-2].png -o $d/gpu; "
+		 "%s encode -q --format astc --block 8x5 --quality medium --linear --device gpu:0 $d/in/*.png -o $d/gpua; "
+		 "%s encode -q --format astc --block 8x5 --quality medium --linear --device cpu $d/in/*.png -o $d/cpua; "
+		 "diff -r $d/cpu $d/gpu; diff -r $d/cpua $d/gpua; rm -rf $d",
+		 bin, bin, shared_dir(), bin, shared_dir(), bin, bin);
+	cr_expect_eq(system(cmd), 0, "kiln encode --format astc --device gpu must write the same files as --device cpu");
 }

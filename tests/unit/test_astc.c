@@ -554,3 +554,115 @@ Test(astc_encode, bad_surfaces_fail_alone)
 	cr_expect_eq(kiln_astc_decode(out0, 63, 8, 8, 4, 4, 0, rgba, 32), KILN_ERR_TRUNCATED);
 	cr_expect_eq(kiln_astc_decode(out0, 64, 8, 8, 4, 3, 0, rgba, 32), KILN_ERR_INVALID_ARG);
 }
+
+/* ---- the encoder's block kinds ----------------------------------------------------------- */
+
+#include "kernels/astc/astc_enc.h"
+
+/* The encoder's loop-free interpolation is the decoder's, for every endpoint pair and
+ * weight (the encoder scores candidates with it). */
+Test(astc_encode, fast_interpolation_matches_the_decoder)
+{
+	int bad = 0;
+	for (int srgb = 0; srgb < 2; srgb++)
+		for (int e0 = 0; e0 < 256; e0++)
+			for (int e1 = 0; e1 < 256; e1++)
+				for (int w = 0; w <= 64; w++)
+					bad += astc_enc_interp(e0, e1, w, srgb) != astc_interpolate(e0, e1, w, srgb);
+	cr_expect_eq(bad, 0);
+}
+
+/* What kinds of blocks an encoding holds. */
+typedef struct block_census {
+	int blocks, voids, dual, dual_alpha, parts[5], cem[16];
+} block_census;
+
+static void census(const uint8_t *blocks, size_t size, uint32_t bw, uint32_t bh, block_census *c)
+{
+	memset(c, 0, sizeof *c);
+	for (size_t off = 0; off + 16 <= size; off += 16) {
+		astc_symbolic s;
+		astc_unpack(blocks + off, (int)bw, (int)bh, &s);
+		cr_assert_neq(s.kind, ASTC_KIND_ERROR, "block %zu is illegal", off / 16);
+		c->blocks++;
+		if (s.kind == ASTC_KIND_VOID) {
+			c->voids++;
+			continue;
+		}
+		c->dual += s.mode.dual;
+		c->dual_alpha += s.mode.dual && s.ccs == 3;
+		c->parts[s.partitions]++;
+		for (int p = 0; p < s.partitions; p++)
+			c->cem[s.cem[p]]++;
+	}
+}
+
+/* Writes blocks as an .astc file, has astcenc decode it and compares with kiln's decode. */
+static void expect_astcenc_agrees(const char *dir, const uint8_t *blocks, size_t size, uint32_t w,
+				  uint32_t h, uint32_t bw, uint32_t bh)
+{
+	kiln_texture tex;
+	cr_assert_eq(kiln_texture_init(&tex, KILN_TEXFMT_ASTC, bw, bh, 0), KILN_OK);
+	tex.num_levels = 1;
+	tex.levels[0].width = w;
+	tex.levels[0].height = h;
+	tex.levels[0].size = size;
+	tex.levels[0].data = (uint8_t *)blocks;
+	kiln_buf buf;
+	kiln_buf_init(&buf, 1 << 20);
+	cr_assert_eq(kiln_astc_file_write(&tex, &buf), KILN_OK);
+	char a[128], p[128];
+	snprintf(a, sizeof a, "%s/kinds.astc", dir);
+	snprintf(p, sizeof p, "%s/kinds.png", dir);
+	cr_assert_eq(kiln_file_write_atomic(a, buf.data, buf.len), KILN_OK);
+	kiln_buf_free(&buf);
+	cr_assert_eq(run("astcenc -dl %s %s -silent >/dev/null", a, p), 0);
+	expect_same_as_astcenc(a, p, 0);
+}
+
+/* On Kodak crops at medium the encoder uses the block kinds it has (two weight planes, for
+ * a colour channel and for alpha; two partitions; RGB base+scale and direct endpoints;
+ * base+scale with alphas and RGBA direct on the alpha image), every block is legal, and
+ * astcenc decodes all of them to kiln's pixels. */
+Test(astc_encode, medium_uses_every_block_kind_and_astcenc_agrees, .timeout = 300)
+{
+	char dir[64];
+	int astcenc = have_astcenc();
+	if (astcenc)
+		make_tmpdir(dir, sizeof dir);
+	kiln_image imgs[2];
+	kodak_crop("kodim23.png", 300, 180, 48, 48, 0, &imgs[0]);
+	kodak_crop("kodim03.png", 200, 100, 48, 48, 1, &imgs[1]);
+	static const uint32_t fps[3] = {4, 6, 8};
+	block_census total[2];
+	memset(total, 0, sizeof total);
+	for (int k = 0; k < 2; k++) {
+		for (int f = 0; f < 3; f++) {
+			uint8_t *blocks;
+			size_t size;
+			encode_image(&imgs[k], fps[f], fps[f], KILN_QUALITY_MEDIUM, 0, NULL, &blocks, &size);
+			block_census c;
+			census(blocks, size, fps[f], fps[f], &c);
+			total[k].dual += c.dual;
+			total[k].dual_alpha += c.dual_alpha;
+			for (int p = 0; p < 5; p++)
+				total[k].parts[p] += c.parts[p];
+			for (int m = 0; m < 16; m++)
+				total[k].cem[m] += c.cem[m];
+			if (astcenc)
+				expect_astcenc_agrees(dir, blocks, size, imgs[k].width, imgs[k].height, fps[f], fps[f]);
+			free(blocks);
+		}
+	}
+	cr_expect_gt(total[0].dual, 0, "dual-plane blocks");
+	cr_expect_gt(total[0].parts[2], 0, "2-partition blocks");
+	cr_expect_gt(total[0].cem[8], 0, "RGB direct endpoints");
+	cr_expect_gt(total[0].cem[6], 0, "RGB base+scale endpoints");
+	cr_expect_gt(total[1].dual_alpha, 0, "dual-plane blocks for alpha");
+	cr_expect_gt(total[1].cem[12], 0, "RGBA direct endpoints");
+	cr_expect_gt(total[1].cem[10], 0, "RGB base+scale with alphas");
+	kiln_image_free(&imgs[0]);
+	kiln_image_free(&imgs[1]);
+	if (astcenc)
+		remove_tmpdir(dir);
+}

@@ -175,3 +175,32 @@ Test(cli, devices_lists_the_cpu)
 	cr_expect_str_eq(json_string_value(json_object_get(first, "device")), "cpu");
 	json_decref(root);
 }
+
+/* --png-decoder picks the decoder in every command that reads PNG files; both write the
+ * same files. */
+Test(cli, png_decoder_option_in_encode_run_and_worker)
+{
+	cr_assert_eq(kiln("encode --png-decoder libpng %s/in/gradient.png -o %s/lib.dds", dir, dir), 0, "%s",
+		     slurp("stderr"));
+	cr_assert_eq(kiln("encode --png-decoder kiln %s/in/gradient.png -o %s/kiln.dds", dir, dir), 0, "%s",
+		     slurp("stderr"));
+	char a[256], b[256];
+	snprintf(a, sizeof a, "%s/lib.dds", dir);
+	snprintf(b, sizeof b, "%s/kiln.dds", dir);
+	kiln_buf fa, fb;
+	kiln_buf_init(&fa, 1 << 24);
+	kiln_buf_init(&fb, 1 << 24);
+	cr_assert_eq(kiln_buf_read_file(&fa, a), KILN_OK);
+	cr_assert_eq(kiln_buf_read_file(&fb, b), KILN_OK);
+	cr_expect(fa.len == fb.len && memcmp(fa.data, fb.data, fa.len) == 0, "the decoders gave different files");
+	kiln_buf_free(&fa);
+	kiln_buf_free(&fb);
+	cr_expect_eq(kiln("run -q --png-decoder libpng --input %s/in --output %s/r", dir, dir), 0, "%s", slurp("stderr"));
+	const char *cmds[] = {"encode", "run", "worker"};
+	for (int i = 0; i < 3; i++) {
+		cr_expect_eq(kiln("%s --png-decoder spng --help", cmds[i]), 2, "%s", cmds[i]);
+		cr_expect(strstr(slurp("stderr"), "kiln or libpng") != NULL, "%s", slurp("stderr"));
+		cr_expect_eq(kiln("%s --help", cmds[i]), 0);
+		cr_expect(strstr(slurp("stdout"), "--png-decoder") != NULL, "%s --help", cmds[i]);
+	}
+}

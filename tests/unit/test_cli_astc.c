@@ -260,11 +260,11 @@ Test(cli_astc, option_checks)
 	cr_expect_eq(kiln("encode --container astc %s/in/pixel.png -o %s/x.astc", dir, dir), 2);
 	cr_expect_eq(kiln("encode --format astc --mipmaps %s/in/pixel.png -o %s/x.astc", dir, dir), 2);
 	cr_expect(strstr(slurp("stderr"), "ktx2") != NULL, "%s", slurp("stderr"));
-	cr_expect_eq(kiln("encode --format astc --device gpu %s/in/pixel.png -o %s/x.astc", dir, dir), 3);
-	cr_expect(strstr(slurp("stderr"), "no GPU backend") != NULL, "%s", slurp("stderr"));
-	cr_expect_eq(kiln("encode --format astc --device gpu:1 %s/in/pixel.png -o %s/x.astc", dir, dir), 3);
-	cr_expect_eq(kiln("run --input %s/in --output %s/r --format astc --device gpu", dir, dir), 3);
-	cr_expect(strstr(slurp("stderr"), "no GPU backend") != NULL, "%s", slurp("stderr"));
+	/* ASTC runs on the GPU too: here (no GPU) asking for one fails as it does for BC1 */
+	cr_expect_eq(kiln("encode --format astc --device gpu:9 %s/in/pixel.png -o %s/x.astc", dir, dir), 3);
+	cr_expect(strstr(slurp("stderr"), "--device") != NULL, "%s", slurp("stderr"));
+	cr_expect_eq(kiln("run --input %s/in --output %s/r --format astc --device gpu:9", dir, dir), 3);
+	cr_expect(strstr(slurp("stderr"), "GPU") != NULL, "%s", slurp("stderr"));
 	/* usage errors are one line */
 	cr_expect_eq(kiln("encode --format astc --block 3x3 %s/in/pixel.png -o %s/x.astc", dir, dir), 2);
 	char *err = slurp("stderr");

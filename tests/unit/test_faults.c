@@ -456,7 +456,9 @@ Test(faults, scheduler_killed_mid_job_resumes_with_real_workers)
 	sleep_ms(1000);  /* the workers go on with what they hold */
 	start_scheduler(NULL);
 	json_t *view = job_view(job);
-	cr_expect_eq(items(view, "done"), njournaled, "the restarted scheduler lost journaled items");
+	/* more may be done already: workers re-send the results they held as soon as they
+	 * reconnect */
+	cr_expect_geq(items(view, "done"), njournaled, "the restarted scheduler lost journaled items");
 	json_decref(view);
 	view = wait_job(job, 120, &watch);
 	double t_end = now_s();

@@ -646,3 +646,41 @@ Test(worker_pipeline, refuses_bad_configurations)
 	cr_expect_null(p);
 	kiln_pipeline_destroy(NULL);
 }
+
+/* Both PNG decoders (kiln's, the default, and libpng) write the same files and fail the
+ * same items. */
+Test(worker_pipeline, png_decoders_write_the_same_outputs)
+{
+	const char *names[] = {"a.png", "truncated.png", "b.png", "garbage.png", "big.png"};
+	kiln_buf out[2][5];
+	for (int dec = 0; dec < 2; dec++) {
+		kiln_pipeline_config cfg;
+		kiln_pipeline_config_init(&cfg);
+		cfg.png_decoder = dec ? KILN_PNG_DECODER_LIBPNG : KILN_PNG_DECODER_KILN;
+		kiln_pipeline *p = start(&cfg);
+		shard_builder b = {.n = 0};
+		const char *shard = dec ? "libpng" : "kiln";
+		for (int i = 0; i < 5; i++)
+			add_item(&b, shard, names[i], "dds");
+		kiln_shard_spec spec = spec_of(&b, "jd", shard);
+		spec.opts.mipmaps = true;
+		cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
+		wait_reports((size_t)dec + 1);
+		kiln_pipeline_destroy(p);
+		const report *r = find_report(shard);
+		cr_assert_not_null(r);
+		for (int i = 0; i < 5; i++) {
+			bool ok = i == 0 || i == 2 || i == 4;
+			cr_expect_eq(r->items[i].status == KILN_OK, ok, "%s %s: %s", shard, names[i], r->items[i].error);
+			kiln_buf_init(&out[dec][i], 1 << 24);
+			if (ok)
+				cr_assert_eq(kiln_buf_read_file(&out[dec][i], b.outputs[i] + 7), KILN_OK);
+		}
+	}
+	for (int i = 0; i < 5; i++) {
+		cr_expect_eq(out[0][i].len, out[1][i].len, "%s", names[i]);
+		cr_expect(out[0][i].len == 0 || memcmp(out[0][i].data, out[1][i].data, out[0][i].len) == 0, "%s", names[i]);
+		kiln_buf_free(&out[0][i]);
+		kiln_buf_free(&out[1][i]);
+	}
+}

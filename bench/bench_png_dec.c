@@ -1,0 +1,381 @@
+/* kiln-bench --only pngdec: PNG decoding throughput, kiln's decoder (kernels/png/png_dec.h)
+ * against libpng (common/png_io.c's configuration) and libspng, on the 24 Kodak files as
+ * written by libpng (ordinary files) and on kiSt files of the same images built here
+ * (strips of 16 rows, their first row Sub and the others Paeth, one zlib stream with
+ * Z_FULL_FLUSH at strip boundaries). Decoded MB/s counts RGBA8 output bytes (w*h*4) and,
+ * in a second table, raw pixel bytes (w*h*3: the Kodak images are RGB). CPU figures are
+ * wall time over the whole set, one thread and all cores (files spread over a pool); the
+ * GPU figure is kernel time (events) of batches of 32 files resident on the device. */
+#include <spng.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "bench/bench_util.h"
+#include "common/buf.h"
+#include "common/png_io.h"
+#include "common/pool.h"
+#include "kernels/gpu.h"
+#include "kernels/png/png_dec.h"
+
+int bench_png_dec(const bench_opts *opts, bench_report *report);
+
+#define NFILES 24
+
+typedef struct pd_set {
+	kiln_buf files[NFILES];
+	uint32_t w[NFILES], h[NFILES];
+	uint64_t rgba_bytes, raw_bytes;
+	uint8_t *out[NFILES];
+} pd_set;
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static void add_chunk(kiln_buf *b, const char *type, const void *data, uint32_t len)
+{
+	uint8_t hdr[8];
+	put_be32(hdr, len);
+	memcpy(hdr + 4, type, 4);
+	kiln_buf_append(b, hdr, 8);
+	if (len)
+		kiln_buf_append(b, data, len);
+	uint8_t c[4];
+	put_be32(c, (uint32_t)crc32(crc32(0, (const Bytef *)type, 4), (const Bytef *)data, len));
+	kiln_buf_append(b, c, 4);
+}
+
+static uint8_t paeth(int a, int b, int c)
+{
+	int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
+	return (uint8_t)(pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
+}
+
+/* An RGB image (RGBA8 rows, alpha ignored) as a kiSt PNG. */
+static kiln_status make_kist(const kiln_image *img, uint32_t rps, kiln_buf *out)
+{
+	uint32_t w = img->width, h = img->height, bpp = 3;
+	size_t rb = (size_t)w * bpp;
+	uint8_t *raw = malloc(rb * h), *filt = malloc((rb + 1) * h);
+	uint32_t strips = (h + rps - 1) / rps;
+	uint32_t *offs = calloc(strips, 4);
+	z_stream z;
+	memset(&z, 0, sizeof z);
+	if (!raw || !filt || !offs || deflateInit(&z, 6) != Z_OK) {
+		free(raw);
+		free(filt);
+		free(offs);
+		return KILN_ERR_NOMEM;
+	}
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < w; x++)
+			memcpy(raw + y * rb + x * bpp, kiln_image_row(img, y) + 4 * x, bpp);
+	for (uint32_t y = 0; y < h; y++) {
+		uint8_t *f = filt + y * (rb + 1);
+		const uint8_t *r = raw + y * rb, *p = y ? r - rb : NULL;
+		int sub = y % rps == 0;
+		f[0] = sub ? 1 : 4;
+		for (size_t i = 0; i < rb; i++) {
+			int a = i >= bpp ? r[i - bpp] : 0, b = p ? p[i] : 0, c = p && i >= bpp ? p[i - bpp] : 0;
+			f[1 + i] = (uint8_t)(r[i] - (sub ? a : paeth(a, b, c)));
+		}
+	}
+	size_t cap = deflateBound(&z, (rb + 1) * h) + 64 * (size_t)h + 64;
+	uint8_t *zb = malloc(cap);
+	z.next_out = zb;
+	z.avail_out = (uInt)cap;
+	for (uint32_t s = 0; s < strips; s++) {
+		offs[s] = (uint32_t)(z.next_out - zb);
+		uint32_t r0 = s * rps, r1 = r0 + rps < h ? r0 + rps : h;
+		z.next_in = filt + r0 * (rb + 1);
+		z.avail_in = (uInt)((r1 - r0) * (rb + 1));
+		deflate(&z, s + 1 == strips ? Z_FINISH : Z_FULL_FLUSH);
+	}
+	size_t zlen = z.total_out;
+	deflateEnd(&z);
+	offs[0] = 2;
+	kiln_buf_init(out, (size_t)256 << 20);
+	static const uint8_t sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
+	kiln_buf_append(out, sig, 8);
+	uint8_t ihdr[13] = {0};
+	put_be32(ihdr, w);
+	put_be32(ihdr + 4, h);
+	ihdr[8] = 8;
+	ihdr[9] = 2;
+	add_chunk(out, "IHDR", ihdr, 13);
+	uint8_t srgb = 0;
+	add_chunk(out, "sRGB", &srgb, 1);
+	size_t kl = 20 + 4 * (size_t)strips;
+	uint8_t *k = calloc(1, kl);
+	k[0] = 1;
+	put_be32(k + 4, (uint32_t)zlen);
+	memcpy(k + 8, zb + zlen - 4, 4);
+	put_be32(k + 12, rps);
+	put_be32(k + 16, strips);
+	for (uint32_t s = 0; s < strips; s++)
+		put_be32(k + 20 + 4 * s, offs[s]);
+	add_chunk(out, "kiSt", k, (uint32_t)kl);
+	add_chunk(out, "IDAT", zb, (uint32_t)zlen);
+	add_chunk(out, "IEND", "", 0);
+	free(k);
+	free(zb);
+	free(offs);
+	free(raw);
+	free(filt);
+	return KILN_OK;
+}
+
+static kiln_status load_sets(pd_set *plain, pd_set *kist, char *err, size_t cap)
+{
+	const char *dir = getenv("KILN_SHARED") ? getenv("KILN_SHARED") : "../shared/data";
+	for (int i = 0; i < NFILES; i++) {
+		char path[512];
+		snprintf(path, sizeof path, "%s/kodak/kodim%02d.png", dir, i + 1);
+		kiln_buf_init(&plain->files[i], (size_t)64 << 20);
+		kiln_status st = kiln_buf_read_file(&plain->files[i], path);
+		if (st != KILN_OK) {
+			snprintf(err, cap, "cannot read %s", path);
+			return st;
+		}
+		kiln_image img;
+		st = kiln_png_decode(plain->files[i].data, plain->files[i].len, NULL, &img, err, cap);
+		if (st != KILN_OK)
+			return st;
+		st = make_kist(&img, 16, &kist->files[i]);
+		for (pd_set *s = plain; s; s = s == plain ? kist : NULL) {
+			s->w[i] = img.width;
+			s->h[i] = img.height;
+			s->rgba_bytes += (uint64_t)img.width * img.height * 4;
+			s->raw_bytes += (uint64_t)img.width * img.height * 3;
+			s->out[i] = malloc((size_t)img.width * img.height * 4);
+		}
+		kiln_image_free(&img);
+		if (st != KILN_OK)
+			return st;
+	}
+	return KILN_OK;
+}
+
+static void free_set(pd_set *s)
+{
+	for (int i = 0; i < NFILES; i++) {
+		kiln_buf_free(&s->files[i]);
+		free(s->out[i]);
+	}
+}
+
+enum { DEC_KILN, DEC_LIBPNG, DEC_SPNG };
+
+struct cpu_run {
+	pd_set *set;
+	int which;
+	kiln_pool *pool; /* NULL: one thread */
+	int failed;
+};
+
+static void decode_one(struct cpu_run *r, size_t i)
+{
+	pd_set *s = r->set;
+	char err[256];
+	if (r->which == DEC_KILN) {
+		if (kiln_pngdec_decode_cpu(s->files[i].data, s->files[i].len, NULL, s->out[i], 4 * (size_t)s->w[i],
+					   NULL, err, sizeof err) != KILN_OK)
+			r->failed = 1;
+	} else if (r->which == DEC_LIBPNG) {
+		kiln_image img;
+		if (kiln_png_decode(s->files[i].data, s->files[i].len, NULL, &img, err, sizeof err) != KILN_OK)
+			r->failed = 1;
+		kiln_image_free(&img);
+	} else {
+		spng_ctx *ctx = spng_ctx_new(0);
+		size_t need = 0;
+		if (!ctx || spng_set_png_buffer(ctx, s->files[i].data, s->files[i].len) ||
+		    spng_decoded_image_size(ctx, SPNG_FMT_RGBA8, &need) ||
+		    need != (size_t)s->w[i] * s->h[i] * 4 ||
+		    spng_decode_image(ctx, s->out[i], need, SPNG_FMT_RGBA8, 0))
+			r->failed = 1;
+		spng_ctx_free(ctx);
+	}
+}
+
+static void cpu_chunk(void *ctx, size_t begin, size_t end)
+{
+	for (size_t i = begin; i < end; i++)
+		decode_one(ctx, i);
+}
+
+static void cpu_all(void *ctx)
+{
+	struct cpu_run *r = ctx;
+	kiln_pool_for(r->pool, NFILES, 1, cpu_chunk, r);
+}
+
+static double cpu_rate(const bench_opts *opts, pd_set *s, int which, kiln_pool *pool, int *failed)
+{
+	struct cpu_run r = {s, which, pool, 0};
+	double t = bench_time(opts, cpu_all, &r);
+	*failed += r.failed;
+	return t > 0 ? (double)s->rgba_bytes / t / 1e6 : 0;
+}
+
+/* ---- GPU ------------------------------------------------------------------------------ */
+
+#define GPU_BATCH 32
+
+struct gpu_run {
+	kiln_pngdec_gpu_file files[GPU_BATCH];
+	kiln_status status[GPU_BATCH];
+	uint8_t *d_data[GPU_BATCH], *d_rgba[GPU_BATCH];
+	void *d_temp;
+	size_t temp;
+	kiln_stream stream;
+	uint64_t rgba_bytes;
+};
+
+static kiln_status gpu_launch(void *ctx)
+{
+	struct gpu_run *g = ctx;
+	return kiln_pngdec_decode_gpu(g->files, GPU_BATCH, g->status, g->d_temp, g->temp, g->stream);
+}
+
+static void gpu_free(struct gpu_run *g)
+{
+	for (int i = 0; i < GPU_BATCH; i++) {
+		kiln_gpu_free(g->d_data[i]);
+		kiln_gpu_free(g->d_rgba[i]);
+	}
+	kiln_gpu_free(g->d_temp);
+	kiln_gpu_stream_destroy(g->stream);
+}
+
+/* Kernel-time MB/s of RGBA output for batches of 32 of the set's files; checks the
+ * output against the CPU decoder once. Returns < 0 on failure. */
+static double gpu_rate(const bench_opts *opts, pd_set *s, int *failed)
+{
+	struct gpu_run *g = calloc(1, sizeof *g);
+	double rate = -1;
+	char err[256];
+	if (!g || kiln_gpu_stream_create(&g->stream) != KILN_OK)
+		goto fail;
+	for (int i = 0; i < GPU_BATCH; i++) {
+		kiln_buf *f = &s->files[i % NFILES];
+		if (kiln_pngdec_probe(f->data, f->len, NULL, &g->files[i].info, err, sizeof err) != KILN_OK)
+			goto fail;
+		size_t bytes = (size_t)g->files[i].info.width * 4 * g->files[i].info.height;
+		if (kiln_gpu_malloc((void **)&g->d_data[i], f->len) != KILN_OK ||
+		    kiln_gpu_malloc((void **)&g->d_rgba[i], bytes) != KILN_OK ||
+		    kiln_gpu_h2d(g->d_data[i], f->data, f->len, g->stream) != KILN_OK)
+			goto fail;
+		g->files[i].data = g->d_data[i];
+		g->files[i].size = f->len;
+		g->files[i].rgba = g->d_rgba[i];
+		g->files[i].stride = g->files[i].info.width * 4;
+		g->rgba_bytes += bytes;
+	}
+	g->temp = kiln_pngdec_temp_size(g->files, GPU_BATCH);
+	if (kiln_gpu_malloc(&g->d_temp, g->temp) != KILN_OK)
+		goto fail;
+	double sec = 0;
+	if (bench_gpu_time(opts, g->stream, gpu_launch, g, &sec) != KILN_OK || sec <= 0)
+		goto fail;
+	/* check one batch */
+	if (gpu_launch(g) != KILN_OK || kiln_gpu_stream_sync(g->stream) != KILN_OK ||
+	    kiln_pngdec_gpu_status(g->files, GPU_BATCH, g->status, g->d_temp, g->temp) != KILN_OK)
+		goto fail;
+	for (int i = 0; i < GPU_BATCH; i++) {
+		size_t bytes = (size_t)g->files[i].info.width * 4 * g->files[i].info.height;
+		uint8_t *a = malloc(bytes), *b = malloc(bytes);
+		kiln_buf *f = &s->files[i % NFILES];
+		int bad = g->status[i] != KILN_OK || !a || !b ||
+			  kiln_gpu_d2h(a, g->d_rgba[i], bytes, g->stream) != KILN_OK ||
+			  kiln_pngdec_decode_cpu(f->data, f->len, NULL, b, g->files[i].stride, NULL, err, sizeof err) != KILN_OK ||
+			  memcmp(a, b, bytes) != 0;
+		free(a);
+		free(b);
+		if (bad) {
+			*failed += 1;
+			goto fail;
+		}
+	}
+	rate = (double)g->rgba_bytes / sec / 1e6;
+fail:
+	if (g) {
+		gpu_free(g);
+		free(g);
+	}
+	return rate;
+}
+
+int bench_png_dec(const bench_opts *opts, bench_report *report)
+{
+	static pd_set plain, kist;
+	char err[256];
+	int failed = 0;
+	memset(&plain, 0, sizeof plain);
+	memset(&kist, 0, sizeof kist);
+	if (load_sets(&plain, &kist, err, sizeof err) != KILN_OK) {
+		bench_report_line(report, "pngdec: %s", err);
+		return 1;
+	}
+	kiln_pool *pool = NULL;
+	if (kiln_pool_create(0, &pool) != KILN_OK)
+		return 1;
+	unsigned cores = kiln_pool_threads(pool);
+	char note[512];
+	snprintf(note, sizeof note,
+		 "Decoded MB/s of RGBA8 output (w*h*4 bytes) over the 24 Kodak files; anchor = libspng "
+		 "(SPNG_FMT_RGBA8) unless the row says otherwise. Ordinary files: as libpng wrote them; "
+		 "kiSt: the same images with a kiSt chunk (16-row strips). All cores = %u threads, files "
+		 "spread over a pool. GPU: kernel time of batches of %d files resident on the device.",
+		 cores, GPU_BATCH);
+	bench_section *sec = bench_section_add(report, "PNG decoding (kiln vs libspng and libpng)", note);
+	bench_section *raw = bench_section_add(report, "PNG decoding, raw pixel bytes",
+					       "The same runs in MB/s of raw RGB pixel bytes (w*h*3).");
+	if (!sec || !raw)
+		return 1;
+	pd_set *sets[2] = {&plain, &kist};
+	const char *names[2] = {"ordinary", "kiSt"};
+	for (int k = 0; k < 2; k++) {
+		pd_set *s = sets[k];
+		double f = (double)s->raw_bytes / (double)s->rgba_bytes;
+		double k1 = cpu_rate(opts, s, DEC_KILN, NULL, &failed);
+		double p1 = cpu_rate(opts, s, DEC_LIBPNG, NULL, &failed);
+		double s1 = cpu_rate(opts, s, DEC_SPNG, NULL, &failed);
+		double kn = cpu_rate(opts, s, DEC_KILN, pool, &failed);
+		double pn = cpu_rate(opts, s, DEC_LIBPNG, pool, &failed);
+		double sn = cpu_rate(opts, s, DEC_SPNG, pool, &failed);
+		double gk = kiln_gpu_count() > 0 ? gpu_rate(opts, s, &failed) : -1;
+		char what[160];
+		snprintf(what, sizeof what, "%s files, CPU 1 thread", names[k]);
+		bench_row_rate(sec, what, k1, s1, "MB/s");
+		bench_row_rate(raw, what, k1 * f, s1 * f, "MB/s");
+		snprintf(what, sizeof what, "%s files, CPU 1 thread, anchor libpng", names[k]);
+		bench_row_rate(sec, what, k1, p1, "MB/s");
+		bench_row_rate(raw, what, k1 * f, p1 * f, "MB/s");
+		snprintf(what, sizeof what, "%s files, CPU all cores", names[k]);
+		bench_row_rate(sec, what, kn, sn, "MB/s");
+		bench_row_rate(raw, what, kn * f, sn * f, "MB/s");
+		snprintf(what, sizeof what, "%s files, CPU all cores, anchor libpng", names[k]);
+		bench_row_rate(sec, what, kn, pn, "MB/s");
+		bench_row_rate(raw, what, kn * f, pn * f, "MB/s");
+		if (gk > 0) {
+			snprintf(what, sizeof what, "%s files, GPU batch %d vs libspng all cores", names[k], GPU_BATCH);
+			bench_row_rate(sec, what, gk, sn, "MB/s");
+			bench_row_rate(raw, what, gk * f, sn * f, "MB/s");
+		} else if (kiln_gpu_count() > 0) {
+			bench_report_line(report, "pngdec: the GPU run on %s files failed", names[k]);
+			failed++;
+		}
+		if (failed)
+			bench_report_line(report, "pngdec: a decoder failed on %s files", names[k]);
+	}
+	kiln_pool_destroy(pool);
+	free_set(&plain);
+	free_set(&kist);
+	return failed;
+}

@@ -1,0 +1,286 @@
+// The CUDA backend of ASTC: one kernel launch per batch over the blocks of all its surfaces,
+// one thread per block running astc_encode_block of astc_enc.h, the function the CPU
+// backend runs, on the texels astc_enc_load gives it: same input, same bytes.
+//
+// The per-footprint encoder context (astc_enc_ctx: block modes, infill taps, partition
+// patterns, ~200 KB) is built on the host by astc_enc_ctx_init and copied once per device
+// and footprint into a static device array; the kernel reads it through a const
+// __restrict__ pointer (read-only data path). A device reset (kiln_gpu_reset after a CUDA
+// error) loses that copy: the CUDA context's unique id, read through the driver entry
+// points, tells us the context is new and the copy is made again.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "kernels/astc/astc.h"
+#include "kernels/astc/astc_block.h"
+#include "kernels/astc/astc_enc.h"
+}
+#include "kernels/cuda_util.cuh"
+
+// Threads (blocks of texels in flight) per CTA, and the CTAs an SM must hold (0: no
+// bound). 128 x 8 caps the kernel at 64 registers (50% occupancy); without the bound ptxas
+// takes 96 registers and spills more (3 KB against 1 KB of spill stores, CUDA 13, sm_90).
+// The kernel is bound by local memory traffic and divergence: see bench_astc_gpu.c.
+#ifndef ASTC_GPU_THREADS
+#define ASTC_GPU_THREADS 128
+#endif
+#ifndef ASTC_GPU_MIN_CTAS
+#define ASTC_GPU_MIN_CTAS 8
+#endif
+#define ASTC_FOOTPRINTS 14
+#define ASTC_MAX_DEVICES 64
+
+static const uint8_t footprints[ASTC_FOOTPRINTS][2] = {
+	{4, 4}, {5, 4}, {5, 5}, {6, 5}, {6, 6}, {8, 5}, {8, 6},
+	{8, 8}, {10, 5}, {10, 6}, {10, 8}, {10, 10}, {12, 10}, {12, 12},
+};
+
+// One valid surface of a batch and where its blocks start in the batch's sequence.
+struct astc_gpu_surface {
+	kiln_surface surf;
+	uint8_t *dst;
+	uint64_t first_block;
+	uint32_t blocks_x;
+	uint32_t pad;
+};
+
+// The contexts on each device (static device memory: nothing is allocated per call).
+__device__ astc_enc_ctx astc_gpu_contexts[ASTC_FOOTPRINTS];
+
+// Host side: the contexts built once, and which device contexts hold a copy of which.
+static astc_enc_ctx host_contexts[ASTC_FOOTPRINTS];
+static int host_ready[ASTC_FOOTPRINTS];
+static struct {
+	unsigned long long ctx_id; // CUDA context the copies were made in; 0: none
+	uint16_t copied;           // bit f: footprint f is on the device
+} device_state[ASTC_MAX_DEVICES];
+static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef CUresult (*ctx_get_current_fn)(CUcontext *);
+typedef CUresult (*ctx_get_id_fn)(CUcontext, unsigned long long *);
+static ctx_get_current_fn ctx_get_current;
+static ctx_get_id_fn ctx_get_id;
+static int entry_points_tried;
+
+// The id of the current CUDA context, unique for the life of the process; 0 when the
+// driver cannot tell (then the context copy is made on every call).
+static unsigned long long current_context_id(void)
+{
+	if (!entry_points_tried) {
+		entry_points_tried = 1;
+		void *a = NULL, *b = NULL;
+		cudaDriverEntryPointQueryResult qa, qb;
+		if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &a, 12000, cudaEnableDefault, &qa) ==
+			    cudaSuccess &&
+		    qa == cudaDriverEntryPointSuccess &&
+		    cudaGetDriverEntryPointByVersion("cuCtxGetId", &b, 12000, cudaEnableDefault, &qb) ==
+			    cudaSuccess &&
+		    qb == cudaDriverEntryPointSuccess) {
+			ctx_get_current = (ctx_get_current_fn)a;
+			ctx_get_id = (ctx_get_id_fn)b;
+		}
+		cudaGetLastError();
+	}
+	CUcontext c = NULL;
+	unsigned long long id = 0;
+	if (!ctx_get_current || !ctx_get_id || ctx_get_current(&c) != CUDA_SUCCESS || !c ||
+	    ctx_get_id(c, &id) != CUDA_SUCCESS)
+		return 0;
+	return id;
+}
+
+static int footprint_index(uint32_t bw, uint32_t bh)
+{
+	for (int i = 0; i < ASTC_FOOTPRINTS; i++)
+		if (footprints[i][0] == bw && footprints[i][1] == bh)
+			return i;
+	return -1;
+}
+
+// The device address of footprint fp's context on the current device, copying it there
+// first when this CUDA context does not hold it yet. The copy is synchronous (first use
+// only): a launch from another thread that finds the bit set must see the data.
+static kiln_status context_on_device(int fp, cudaStream_t stream, const astc_enc_ctx **out)
+{
+	int dev = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess)
+		return KILN_ERR_CUDA;
+	void *base = NULL;
+	if (cudaGetSymbolAddress(&base, astc_gpu_contexts) != cudaSuccess)
+		return KILN_ERR_CUDA;
+	*out = (const astc_enc_ctx *)base + fp;
+	kiln_status st = KILN_OK;
+	pthread_mutex_lock(&contexts_lock);
+	unsigned long long id = current_context_id();
+	int slot = dev >= 0 && dev < ASTC_MAX_DEVICES ? dev : -1;
+	if (slot >= 0 && device_state[slot].ctx_id != id) {
+		device_state[slot].ctx_id = id;
+		device_state[slot].copied = 0;
+	}
+	if (slot < 0 || id == 0 || !(device_state[slot].copied >> fp & 1u)) {
+		if (!host_ready[fp]) {
+			astc_enc_ctx_init(&host_contexts[fp], footprints[fp][0], footprints[fp][1]);
+			host_ready[fp] = 1;
+		}
+		if (cudaMemcpyToSymbolAsync(astc_gpu_contexts, &host_contexts[fp], sizeof(astc_enc_ctx),
+					    (size_t)fp * sizeof(astc_enc_ctx), cudaMemcpyHostToDevice,
+					    stream) != cudaSuccess ||
+		    cudaStreamSynchronize(stream) != cudaSuccess)
+			st = KILN_ERR_CUDA;
+		else if (slot >= 0)
+			device_state[slot].copied |= (uint16_t)(1u << fp);
+	}
+	pthread_mutex_unlock(&contexts_lock);
+	return st;
+}
+
+__device__ static void store_block(uint8_t *dst, const uint8_t out[16])
+{
+	if (((uintptr_t)dst & 15) == 0) {
+		uint4 v;
+		memcpy(&v, out, 16);
+		*(uint4 *)dst = v;
+	} else {
+		for (int i = 0; i < 16; i++)
+			dst[i] = out[i];
+	}
+}
+
+// Block b of the batch: encoded exactly as astc_cpu.c's encode_block does it.
+#if ASTC_GPU_MIN_CTAS > 0
+#define ASTC_GPU_BOUNDS __launch_bounds__(ASTC_GPU_THREADS, ASTC_GPU_MIN_CTAS)
+#else
+#define ASTC_GPU_BOUNDS __launch_bounds__(ASTC_GPU_THREADS)
+#endif
+
+template <int quality>
+__global__ void ASTC_GPU_BOUNDS
+astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
+		   uint32_t count, uint64_t total, int srgb)
+{
+	uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+	for (uint64_t b = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; b < total; b += step) {
+		const astc_gpu_surface *d = &surf[kiln_find_first_block(surf, count, b)];
+		uint64_t local = b - d->first_block;
+		uint32_t bx = (uint32_t)(local % d->blocks_x), by = (uint32_t)(local / d->blocks_x);
+		kiln_surface s = d->surf;
+		astc_enc_block blk;
+		astc_enc_load(&s, bx, by, ctx->bw, ctx->bh, srgb, &blk);
+		uint8_t out[16];
+		astc_encode_block(ctx, &blk, quality, out);
+		store_block(d->dst + local * KILN_ASTC_BLOCK_BYTES, out);
+	}
+}
+
+extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, const kiln_surface *src,
+					    uint8_t *const *dst, size_t count, kiln_status *status,
+					    void *d_temp, size_t temp_size, kiln_stream stream)
+{
+	if (count == 0)
+		return KILN_OK;
+	if (!params || !src || !dst || !status || !d_temp || temp_size < kiln_astc_temp_size(count) ||
+	    temp_size < 255 + count * sizeof(astc_gpu_surface) ||
+	    (params->quality != KILN_QUALITY_FAST && params->quality != KILN_QUALITY_MEDIUM &&
+	     params->quality != KILN_QUALITY_HIGH) || count > UINT32_MAX)
+		return KILN_ERR_INVALID_ARG;
+	int fp = footprint_index(params->block_w, params->block_h);
+	if (fp < 0)
+		return KILN_ERR_INVALID_ARG;
+	cudaStream_t s = (cudaStream_t)stream;
+	astc_gpu_surface *d_surf = (astc_gpu_surface *)(((uintptr_t)d_temp + 255) & ~(uintptr_t)255);
+
+	// Descriptors of the valid surfaces go up in stack-sized chunks (a pageable copy this
+	// small is staged before cudaMemcpyAsync returns, so the chunk can be refilled at once).
+	enum { CHUNK = 64 };
+	astc_gpu_surface chunk[CHUNK];
+	uint32_t valid = 0, filled = 0;
+	uint64_t total = 0;
+	for (size_t i = 0; i < count; i++) {
+		const kiln_surface *sf = &src[i];
+		uint64_t bx = ((uint64_t)sf->width + params->block_w - 1) / params->block_w;
+		uint64_t by = ((uint64_t)sf->height + params->block_h - 1) / params->block_h;
+		if (!sf->rgba || !dst[i] || sf->width == 0 || sf->height == 0 ||
+		    (uint64_t)sf->stride < 4 * (uint64_t)sf->width || bx * by > UINT32_MAX) {
+			status[i] = KILN_ERR_INVALID_ARG;
+			continue;
+		}
+		status[i] = KILN_OK;
+		astc_gpu_surface *desc = &chunk[filled];
+		memset(desc, 0, sizeof *desc);
+		desc->surf = *sf;
+		desc->dst = dst[i];
+		desc->first_block = total;
+		desc->blocks_x = (uint32_t)bx;
+		total += bx * by;
+		if (++filled == CHUNK) {
+			if (cudaMemcpyAsync(d_surf + valid, chunk, filled * sizeof *chunk, cudaMemcpyHostToDevice,
+					    s) != cudaSuccess)
+				return KILN_ERR_CUDA;
+			valid += filled;
+			filled = 0;
+		}
+	}
+	if (filled) {
+		if (cudaMemcpyAsync(d_surf + valid, chunk, filled * sizeof *chunk, cudaMemcpyHostToDevice, s) !=
+		    cudaSuccess)
+			return KILN_ERR_CUDA;
+		valid += filled;
+	}
+	if (total == 0)
+		return KILN_OK;
+	const astc_enc_ctx *d_ctx;
+	kiln_status st = context_on_device(fp, s, &d_ctx);
+	if (st != KILN_OK)
+		return st;
+
+	// One thread per block and no grid-stride cap: the per-block cost varies a lot, and
+	// the hardware scheduler balances many short CTAs better than a loop would.
+	uint64_t need = (total + ASTC_GPU_THREADS - 1) / ASTC_GPU_THREADS;
+	unsigned grid = (unsigned)(need < 0x7fffffffu ? need : 0x7fffffffu);
+	int srgb = params->srgb != 0;
+	cudaGetLastError(); // so that the check below sees this launch, not an older error
+	if (params->quality == KILN_QUALITY_HIGH)
+		astc_encode_kernel<KILN_QUALITY_HIGH><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb);
+	else if (params->quality == KILN_QUALITY_MEDIUM)
+		astc_encode_kernel<KILN_QUALITY_MEDIUM><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb);
+	else
+		astc_encode_kernel<KILN_QUALITY_FAST><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb);
+	return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERR_CUDA;
+}
+
+// For the benchmark's report: registers, local memory and occupancy of the kernel of a
+// quality. Not part of the codec API (declared where it is used).
+extern "C" kiln_status kiln_astc_gpu_kernel_info(int quality, int *threads, int *regs, size_t *local_bytes,
+						 int *ctas_per_sm)
+{
+	cudaFuncAttributes a;
+	cudaError_t e;
+	int per_sm = 0;
+	*threads = ASTC_GPU_THREADS;
+	if (quality == KILN_QUALITY_HIGH) {
+		e = cudaFuncGetAttributes(&a, astc_encode_kernel<KILN_QUALITY_HIGH>);
+		if (e == cudaSuccess)
+			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, astc_encode_kernel<KILN_QUALITY_HIGH>,
+									  ASTC_GPU_THREADS, 0);
+	} else if (quality == KILN_QUALITY_MEDIUM) {
+		e = cudaFuncGetAttributes(&a, astc_encode_kernel<KILN_QUALITY_MEDIUM>);
+		if (e == cudaSuccess)
+			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, astc_encode_kernel<KILN_QUALITY_MEDIUM>,
+									  ASTC_GPU_THREADS, 0);
+	} else {
+		e = cudaFuncGetAttributes(&a, astc_encode_kernel<KILN_QUALITY_FAST>);
+		if (e == cudaSuccess)
+			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, astc_encode_kernel<KILN_QUALITY_FAST>,
+									  ASTC_GPU_THREADS, 0);
+	}
+	if (e != cudaSuccess)
+		return KILN_ERR_CUDA;
+	*regs = a.numRegs;
+	*local_bytes = a.localSizeBytes;
+	*ctas_per_sm = per_sm;
+	return KILN_OK;
+}

@@ -1,0 +1,108 @@
+/* kiln's own PNG decoder: PNG files -> RGBA8, on the CPU (serial, or strips over a pool)
+ * and on the GPU (a batch of files per launch, RGBA8 surfaces left in device memory for
+ * the texture encoders).
+ *
+ * The output is pixel-identical to common/png_io.h's kiln_png_decode (libpng with expand,
+ * scale_16, gray_to_rgb, add alpha 0xff, interlace handling), has_alpha and srgb are set
+ * the same way, and the files libpng refuses are refused (status + one-line message).
+ * Files carrying a valid kiSt chunk (.dev/kist.md: strips with independent deflate data)
+ * are inflated and de-filtered strip by strip in parallel; an inconsistent kiSt chunk is
+ * ignored.
+ *
+ * Usage: kiln_pngdec_probe (parses and checks every chunk and CRC, checks the limits
+ * before anything is allocated, and fills kiln_pngdec_info), then a decode into a buffer
+ * the caller sized from the info. The GPU path trusts the probe's checks of the container
+ * (the bytes on the device must be the probed bytes) and does the inflate, the Adler-32
+ * check, the de-filtering and the conversion. */
+#ifndef KILN_PNG_DEC_H
+#define KILN_PNG_DEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/image.h"
+#include "common/pool.h"
+#include "kernels/gpu.h"
+#include "kernels/kiln_hd.h"
+#include "kernels/png/png_defilter.h"
+
+/* Everything needed to size buffers and to decode a probed file (plain data: it may be
+ * copied to the device). */
+typedef struct kiln_pngdec_info {
+	uint32_t width, height;
+	uint32_t has_alpha;  /* alpha channel or valid tRNS, as kiln_png_decode */
+	uint32_t srgb;       /* as kiln_png_decode: 0 only for gAMA ~1.0 without sRGB/iCCP */
+	uint32_t interlace;  /* 1: Adam7 */
+	uint32_t gpu_ok;     /* 8-bit samples, not interlaced: the GPU path handles it */
+	uint32_t strips;     /* kiSt strips (1 when the file has no usable kiSt chunk) */
+	uint32_t rows_per_strip;
+	uint32_t bpp;        /* bytes per complete pixel, at least 1 */
+	uint64_t rowbytes;   /* bytes of one row of the whole image, without the filter byte */
+	uint64_t filtered_size; /* inflated bytes the image needs (all passes, filter bytes) */
+	uint64_t zlib_size;  /* bytes of the zlib stream (IDAT data concatenated) */
+	uint64_t idat_offset; /* file offset of the first IDAT chunk (its length field) */
+	uint64_t kist_offsets; /* file offset of the kiSt strip offset table (0: none) */
+	uint32_t zlib_adler; /* the stream's trailer when it lies inside the IDATs */
+	uint32_t idat_chunks;
+	kiln_png_format format;
+} kiln_pngdec_info;
+
+/* Parses and validates a PNG held in memory: signature, every chunk's CRC (critical:
+ * refused; ancillary: the chunk is ignored), IHDR (checked against limits, NULL =
+ * defaults, before anything else is read), PLTE, tRNS, gAMA, sRGB, iCCP, kiSt, the IDAT
+ * sequence and IEND. Allocates nothing. err receives a one-line reason on failure. */
+kiln_status kiln_pngdec_probe(const uint8_t *data, size_t size, const kiln_image_limits *limits,
+			      kiln_pngdec_info *info, char *err, size_t err_cap);
+
+/* Decodes into rgba (height rows of stride >= 4 * width bytes, caller-owned). Probes first
+ * (info may be NULL; when given it receives the probe's result). Uses the kiSt strips on
+ * the pool when the file has them (pool NULL: on the calling thread). Allocates only its
+ * inflate scratch (filtered_size bytes plus tables). */
+kiln_status kiln_pngdec_decode_cpu(const uint8_t *data, size_t size,
+				   const kiln_image_limits *limits, uint8_t *rgba, size_t stride,
+				   kiln_pngdec_info *info, char *err, size_t err_cap);
+kiln_status kiln_pngdec_decode_cpu_pool(const uint8_t *data, size_t size,
+					const kiln_image_limits *limits, uint8_t *rgba,
+					size_t stride, kiln_pngdec_info *info, kiln_pool *pool,
+					char *err, size_t err_cap);
+
+/* Convenience: decodes into a newly allocated kiln_image (kiln_image_free releases it). */
+kiln_status kiln_pngdec_decode_image(const uint8_t *data, size_t size,
+				     const kiln_image_limits *limits, kiln_image *out,
+				     kiln_pool *pool, char *err, size_t err_cap);
+
+/* ---- GPU ------------------------------------------------------------------------------ */
+
+/* One file of a GPU batch: its bytes and destination in device memory, its probe. */
+typedef struct kiln_pngdec_gpu_file {
+	const uint8_t *data;   /* device: the whole file as probed */
+	size_t size;
+	kiln_pngdec_info info; /* kiln_pngdec_probe's result for these bytes */
+	uint8_t *rgba;         /* device: height rows of `stride` bytes */
+	uint32_t stride;
+} kiln_pngdec_gpu_file;
+
+/* Device scratch bytes for a batch (the files' infos decide: zlib copy, filtered bytes,
+ * per-strip state). */
+size_t kiln_pngdec_temp_size(const kiln_pngdec_gpu_file *files, size_t count);
+
+/* Decodes count files on the current GPU, on `stream` (a few kernels in sequence).
+ * files and status are host arrays. Files whose info says !gpu_ok get
+ * KILN_ERR_UNSUPPORTED at once (decode them with the CPU path). The call returns once the
+ * work is queued; after synchronising the stream, d_status (device, count entries, may be
+ * NULL) and then, when h_status is given, h_status... To keep the API simple the final
+ * per-file statuses are read back by kiln_pngdec_gpu_status after the stream is synced.
+ * Never allocates; one bad file never fails the batch. */
+kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files, size_t count,
+				   kiln_status *status, void *d_temp, size_t temp_size,
+				   kiln_stream stream);
+
+/* After the stream of a kiln_pngdec_decode_gpu call has been synchronised: the per-file
+ * results of the device work (KILN_OK, KILN_ERR_CORRUPT for bad deflate data or Adler-32,
+ * KILN_ERR_TRUNCATED) merged into status[] (entries already failed stay as they are).
+ * files/count/d_temp/temp_size must be those of the call. */
+kiln_status kiln_pngdec_gpu_status(const kiln_pngdec_gpu_file *files, size_t count,
+				   kiln_status *status, void *d_temp, size_t temp_size);
+
+#endif

@@ -1,0 +1,341 @@
+/* GPU tests of kiln's PNG decoder (kernels/png/png_dec.h): kiln_pngdec_decode_gpu against
+ * the CPU path and libpng (kiln_png_decode), pixel for pixel, on Kodak, the 8-bit
+ * non-interlaced PngSuite files and kiSt files built here (zlib, Z_FULL_FLUSH at strip
+ * boundaries), at batch sizes 1, 7 and 32; damaged files in a batch fail alone. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "common/buf.h"
+#include "common/image.h"
+#include "common/png_io.h"
+#include "kernels/gpu.h"
+#include "kernels/png/png_dec.h"
+#include "tests/unit/testutil.h"
+
+static void require_gpu(void)
+{
+	if (kiln_gpu_count() < 1)
+		cr_assert_fail("no usable GPU: the png_dec_gpu tests must run on a machine with an NVIDIA "
+			       "GPU (built with CUDA: %d)", (int)kiln_gpu_built());
+	cr_assert_eq(kiln_gpu_use(0), KILN_OK, "%s", kiln_gpu_last_error());
+}
+
+static kiln_buf load_path(const char *path)
+{
+	kiln_buf b;
+	kiln_buf_init(&b, (size_t)64 << 20);
+	cr_assert_eq(kiln_buf_read_file(&b, path), KILN_OK, "cannot read %s", path);
+	return b;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static void add_chunk(kiln_buf *b, const char *type, const void *data, uint32_t len)
+{
+	uint8_t hdr[8];
+	put_be32(hdr, len);
+	memcpy(hdr + 4, type, 4);
+	kiln_buf_append(b, hdr, 8);
+	if (len)
+		kiln_buf_append(b, data, len);
+	uLong crc = crc32(crc32(0, (const Bytef *)type, 4), (const Bytef *)data, len);
+	uint8_t c[4];
+	put_be32(c, (uint32_t)crc);
+	kiln_buf_append(b, c, 4);
+}
+
+static uint8_t paeth(int a, int b, int c)
+{
+	int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
+	return (uint8_t)(pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
+}
+
+/* An RGBA8 image as a kiSt PNG (RGB when !alpha): strips of rps rows, their first row
+ * Sub, the others Paeth; one zlib stream with Z_FULL_FLUSH between strips. */
+static kiln_buf make_kist_png(const kiln_image *img, uint32_t rps, int alpha)
+{
+	uint32_t w = img->width, h = img->height, bpp = alpha ? 4 : 3;
+	size_t rb = (size_t)w * bpp;
+	uint8_t *raw = malloc(rb * h), *filt = malloc((rb + 1) * h);
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < w; x++)
+			memcpy(raw + y * rb + x * bpp, kiln_image_row(img, y) + 4 * x, bpp);
+	for (uint32_t y = 0; y < h; y++) {
+		uint8_t *f = filt + y * (rb + 1);
+		const uint8_t *r = raw + y * rb, *p = y ? r - rb : NULL;
+		int sub = y % rps == 0;
+		f[0] = sub ? 1 : 4;
+		for (size_t i = 0; i < rb; i++) {
+			int a = i >= bpp ? r[i - bpp] : 0, b = p ? p[i] : 0, c = p && i >= bpp ? p[i - bpp] : 0;
+			f[1 + i] = (uint8_t)(r[i] - (sub ? a : paeth(a, b, c)));
+		}
+	}
+	z_stream z;
+	memset(&z, 0, sizeof z);
+	deflateInit(&z, 6);
+	size_t cap = deflateBound(&z, (rb + 1) * h) + 64 * (size_t)h + 64;
+	uint8_t *zb = malloc(cap);
+	uint32_t strips = (h + rps - 1) / rps;
+	uint32_t *offs = calloc(strips, 4);
+	z.next_out = zb;
+	z.avail_out = (uInt)cap;
+	for (uint32_t s = 0; s < strips; s++) {
+		offs[s] = (uint32_t)(z.next_out - zb);
+		uint32_t r0 = s * rps, r1 = r0 + rps < h ? r0 + rps : h;
+		z.next_in = filt + r0 * (rb + 1);
+		z.avail_in = (uInt)((r1 - r0) * (rb + 1));
+		deflate(&z, s + 1 == strips ? Z_FINISH : Z_FULL_FLUSH);
+	}
+	size_t zlen = z.total_out;
+	deflateEnd(&z);
+	offs[0] = 2;
+	kiln_buf out;
+	kiln_buf_init(&out, (size_t)256 << 20);
+	static const uint8_t sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
+	kiln_buf_append(&out, sig, 8);
+	uint8_t ihdr[13] = {0};
+	put_be32(ihdr, w);
+	put_be32(ihdr + 4, h);
+	ihdr[8] = 8;
+	ihdr[9] = alpha ? 6 : 2;
+	add_chunk(&out, "IHDR", ihdr, 13);
+	size_t kl = 20 + 4 * (size_t)strips;
+	uint8_t *k = calloc(1, kl);
+	k[0] = 1;
+	put_be32(k + 4, (uint32_t)zlen);
+	memcpy(k + 8, zb + zlen - 4, 4);
+	put_be32(k + 12, rps);
+	put_be32(k + 16, strips);
+	for (uint32_t s = 0; s < strips; s++)
+		put_be32(k + 20 + 4 * s, offs[s]);
+	add_chunk(&out, "kiSt", k, (uint32_t)kl);
+	for (size_t p = 0; p < zlen; p += 65536)
+		add_chunk(&out, "IDAT", zb + p, (uint32_t)(zlen - p < 65536 ? zlen - p : 65536));
+	add_chunk(&out, "IEND", "", 0);
+	free(k);
+	free(zb);
+	free(offs);
+	free(raw);
+	free(filt);
+	return out;
+}
+
+/* Decodes files[0, n) on the GPU in one batch; expect[i]: 1 must decode (and match the
+ * CPU path and libpng), 0 must fail on the device (status not OK). */
+static void gpu_batch(kiln_buf *const *files, size_t n, const int *expect, const char *what)
+{
+	kiln_pngdec_gpu_file *gf = calloc(n, sizeof *gf);
+	kiln_status *st = calloc(n, sizeof *st);
+	uint8_t **d_data = calloc(n, sizeof *d_data), **d_rgba = calloc(n, sizeof *d_rgba);
+	char err[256];
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(kiln_pngdec_probe(files[i]->data, files[i]->len, NULL, &gf[i].info, err, sizeof err),
+			     KILN_OK, "%s file %zu: %s", what, i, err);
+		cr_assert_eq(kiln_gpu_malloc((void **)&d_data[i], files[i]->len), KILN_OK);
+		cr_assert_eq(kiln_gpu_h2d(d_data[i], files[i]->data, files[i]->len, NULL), KILN_OK);
+		size_t bytes = (size_t)gf[i].info.width * 4 * gf[i].info.height;
+		cr_assert_eq(kiln_gpu_malloc((void **)&d_rgba[i], bytes), KILN_OK);
+		gf[i].data = d_data[i];
+		gf[i].size = files[i]->len;
+		gf[i].rgba = d_rgba[i];
+		gf[i].stride = gf[i].info.width * 4;
+	}
+	size_t temp = kiln_pngdec_temp_size(gf, n);
+	void *d_temp;
+	cr_assert_eq(kiln_gpu_malloc(&d_temp, temp), KILN_OK);
+	cr_assert_eq(kiln_pngdec_decode_gpu(gf, n, st, d_temp, temp, NULL), KILN_OK, "%s", what);
+	cr_assert_eq(kiln_gpu_stream_sync(NULL), KILN_OK, "%s: %s", what, kiln_gpu_last_error());
+	cr_assert_eq(kiln_pngdec_gpu_status(gf, n, st, d_temp, temp), KILN_OK);
+	for (size_t i = 0; i < n; i++) {
+		if (!expect[i]) {
+			cr_expect_neq(st[i], KILN_OK, "%s file %zu: a damaged file decoded on the GPU", what, i);
+			continue;
+		}
+		cr_assert_eq(st[i], KILN_OK, "%s file %zu: %s", what, i, kiln_strerror(st[i]));
+		uint32_t w = gf[i].info.width, h = gf[i].info.height;
+		uint8_t *gpu = malloc((size_t)w * 4 * h), *cpu = malloc((size_t)w * 4 * h);
+		cr_assert_eq(kiln_gpu_d2h(gpu, d_rgba[i], (size_t)w * 4 * h, NULL), KILN_OK);
+		cr_assert_eq(kiln_pngdec_decode_cpu(files[i]->data, files[i]->len, NULL, cpu, (size_t)w * 4, NULL,
+						    err, sizeof err), KILN_OK, "%s", err);
+		kiln_image ref;
+		cr_assert_eq(kiln_png_decode(files[i]->data, files[i]->len, NULL, &ref, err, sizeof err), KILN_OK);
+		for (uint32_t y = 0; y < h; y++) {
+			cr_assert(memcmp(gpu + (size_t)y * w * 4, cpu + (size_t)y * w * 4, (size_t)w * 4) == 0,
+				  "%s file %zu: GPU row %u differs from the CPU's", what, i, y);
+			cr_assert(memcmp(gpu + (size_t)y * w * 4, kiln_image_row(&ref, y), (size_t)w * 4) == 0,
+				  "%s file %zu: GPU row %u differs from libpng's", what, i, y);
+		}
+		kiln_image_free(&ref);
+		free(gpu);
+		free(cpu);
+	}
+	for (size_t i = 0; i < n; i++) {
+		kiln_gpu_free(d_data[i]);
+		kiln_gpu_free(d_rgba[i]);
+	}
+	kiln_gpu_free(d_temp);
+	free(gf);
+	free(st);
+	free(d_data);
+	free(d_rgba);
+}
+
+static kiln_buf kodak[24];
+static kiln_buf kodak_kist[24];
+
+static void load_kodak(void)
+{
+	char path[512];
+	for (int i = 0; i < 24; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "kodim%02d.png", i + 1);
+		kodak[i] = load_path(test_data_path(path, sizeof path, "kodak", name));
+	}
+}
+
+static void make_kodak_kist(void)
+{
+	char err[256];
+	for (int i = 0; i < 24; i++) {
+		kiln_image img;
+		cr_assert_eq(kiln_png_decode(kodak[i].data, kodak[i].len, NULL, &img, err, sizeof err), KILN_OK);
+		kodak_kist[i] = make_kist_png(&img, 16 + 8 * (i % 3), i % 2);
+		kiln_image_free(&img);
+	}
+}
+
+TestSuite(png_dec_gpu, .timeout = 300);
+
+Test(png_dec_gpu, kodak_batches)
+{
+	require_gpu();
+	load_kodak();
+	static const size_t sizes[] = {1, 7, 32};
+	for (int k = 0; k < 3; k++) {
+		kiln_buf *files[32];
+		int expect[32];
+		for (size_t i = 0; i < sizes[k]; i++) {
+			files[i] = &kodak[(i * 5 + (size_t)k) % 24];
+			expect[i] = 1;
+		}
+		char what[32];
+		snprintf(what, sizeof what, "Kodak batch %zu", sizes[k]);
+		gpu_batch(files, sizes[k], expect, what);
+	}
+	for (int i = 0; i < 24; i++)
+		kiln_buf_free(&kodak[i]);
+}
+
+Test(png_dec_gpu, kist_batches)
+{
+	require_gpu();
+	load_kodak();
+	make_kodak_kist();
+	kiln_pngdec_info info;
+	char err[256];
+	cr_assert_eq(kiln_pngdec_probe(kodak_kist[0].data, kodak_kist[0].len, NULL, &info, err, sizeof err), KILN_OK);
+	cr_assert_gt(info.strips, 1, "the kiSt chunk is used");
+	static const size_t sizes[] = {1, 7, 32};
+	for (int k = 0; k < 3; k++) {
+		kiln_buf *files[32];
+		int expect[32];
+		for (size_t i = 0; i < sizes[k]; i++) {
+			files[i] = &kodak_kist[(i * 7 + (size_t)k) % 24];
+			expect[i] = 1;
+		}
+		char what[32];
+		snprintf(what, sizeof what, "kiSt batch %zu", sizes[k]);
+		gpu_batch(files, sizes[k], expect, what);
+	}
+	for (int i = 0; i < 24; i++) {
+		kiln_buf_free(&kodak[i]);
+		kiln_buf_free(&kodak_kist[i]);
+	}
+}
+
+Test(png_dec_gpu, pngsuite)
+{
+	require_gpu();
+	char dir[512];
+	snprintf(dir, sizeof dir, "%s/pngsuite", test_data_dir());
+	DIR *d = opendir(dir);
+	cr_assert(d);
+	kiln_buf bufs[200];
+	kiln_buf *files[200];
+	int expect[200];
+	size_t n = 0, unsupported = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL && n < 200) {
+		size_t len = strlen(e->d_name);
+		if (len < 4 || strcmp(e->d_name + len - 4, ".png") != 0 || e->d_name[0] == 'x')
+			continue;
+		char path[1024];
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		kiln_buf b = load_path(path);
+		kiln_pngdec_info info;
+		char err[256];
+		if (kiln_pngdec_probe(b.data, b.len, NULL, &info, err, sizeof err) != KILN_OK || !info.gpu_ok) {
+			unsupported++;
+			kiln_buf_free(&b);
+			continue;
+		}
+		bufs[n] = b;
+		files[n] = &bufs[n];
+		expect[n] = 1;
+		n++;
+	}
+	closedir(d);
+	cr_assert_gt(n, 40, "%zu 8-bit non-interlaced PngSuite files", n);
+	/* batches of up to 32 */
+	for (size_t i = 0; i < n; i += 32)
+		gpu_batch(files + i, n - i < 32 ? n - i : 32, expect + i, "PngSuite");
+	for (size_t i = 0; i < n; i++)
+		kiln_buf_free(&bufs[i]);
+}
+
+/* Damaged deflate data with valid chunk CRCs (the probe passes): the file fails on the
+ * device, alone. */
+Test(png_dec_gpu, bad_files_fail_alone)
+{
+	require_gpu();
+	load_kodak();
+	make_kodak_kist();
+	kiln_buf bad[4];
+	for (int k = 0; k < 4; k++) {
+		kiln_buf *src = k < 2 ? &kodak[k] : &kodak_kist[k];
+		kiln_buf_init(&bad[k], (size_t)64 << 20);
+		kiln_buf_append(&bad[k], src->data, src->len);
+		/* find the first IDAT and damage its middle, then fix its CRC */
+		size_t p = 8;
+		while (memcmp(bad[k].data + p + 4, "IDAT", 4) != 0)
+			p += 12 + ((size_t)bad[k].data[p] << 24 | (size_t)bad[k].data[p + 1] << 16 |
+				   (size_t)bad[k].data[p + 2] << 8 | bad[k].data[p + 3]);
+		uint32_t len = (uint32_t)bad[k].data[p] << 24 | (uint32_t)bad[k].data[p + 1] << 16 |
+			       (uint32_t)bad[k].data[p + 2] << 8 | bad[k].data[p + 3];
+		for (uint32_t j = len / 3; j < len / 3 + 64 && j < len; j++)
+			bad[k].data[p + 8 + j] ^= (uint8_t)(0x5A + j);
+		put_be32(bad[k].data + p + 8 + len, (uint32_t)crc32(0, bad[k].data + p + 4, len + 4));
+	}
+	kiln_buf *files[12];
+	int expect[12];
+	for (int i = 0; i < 12; i++) {
+		files[i] = i % 3 == 1 ? &bad[i / 3] : (i % 2 ? &kodak_kist[i] : &kodak[i]);
+		expect[i] = i % 3 != 1;
+	}
+	gpu_batch(files, 12, expect, "mixed batch");
+	for (int k = 0; k < 4; k++)
+		kiln_buf_free(&bad[k]);
+	for (int i = 0; i < 24; i++) {
+		kiln_buf_free(&kodak[i]);
+		kiln_buf_free(&kodak_kist[i]);
+	}
+}
