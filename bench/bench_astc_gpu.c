@@ -147,12 +147,11 @@ int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *r
 	}
 	char note[512];
 	snprintf(note, sizeof note,
-		 "Batch of %d Kodak images (the 24, then the first 8 again) per kiln_astc_encode_gpu launch, "
-		 "resident on the device, linear (not sRGB); device time between events around up to %d "
-		 "launches (about 1 s; one when a launch takes over 0.5 s), after a warm-up launch. One thread per ASTC block. Kernel: "
-		 "registers per thread, local (stack) bytes per thread, CTAs per SM from "
-		 "cudaOccupancyMaxActiveBlocksPerMultiprocessor and the occupancy they give (of 2048 "
-		 "threads an SM). Check: the first two block rows of kodim01 against the CPU encoder.",
+		 "Batch of %d Kodak images (24, then the first 8 again) per launch, on the device, "
+		 "linear; device time between events around up to %d launches (about 1 s; one when "
+		 "a launch takes over 0.5 s) after a warm-up. One thread per ASTC block. Kernel: "
+		 "registers and local bytes per thread, CTAs per SM (occupancy API) and the share of "
+		 "2048 threads. Check: first two block rows of kodim01 against the CPU.",
 		 BENCH_GPU_BATCH, opts->gpu_launches);
 	bench_section *sec = bench_section_add(report, "ASTC on the GPU", note);
 	kiln_pool *pool = NULL;

@@ -1,7 +1,7 @@
 /* kiln-bench --only pngdec: PNG decoding throughput, kiln's decoder (kernels/png/png_dec.h)
  * against libpng (common/png_io.c's configuration) and libspng, on the 24 Kodak files as
  * written by libpng (ordinary files) and on kiSt files of the same images built here
- * (strips of 16 rows, their first row Sub and the others Paeth, one zlib stream with
+ * (strips of 16 and of 8 rows, their first row Sub and the others Paeth, one zlib stream with
  * Z_FULL_FLUSH at strip boundaries). Decoded MB/s counts RGBA8 output bytes (w*h*4) and,
  * in a second table, raw pixel bytes (w*h*3: the Kodak images are RGB). CPU figures are
  * wall time over the whole set, one thread and all cores (files spread over a pool); the
@@ -130,7 +130,7 @@ static kiln_status make_kist(const kiln_image *img, uint32_t rps, kiln_buf *out)
 	return KILN_OK;
 }
 
-static kiln_status load_sets(pd_set *plain, pd_set *kist, char *err, size_t cap)
+static kiln_status load_sets(pd_set *plain, pd_set *kist, pd_set *kist8, char *err, size_t cap)
 {
 	const char *dir = getenv("KILN_SHARED") ? getenv("KILN_SHARED") : "../shared/data";
 	for (int i = 0; i < NFILES; i++) {
@@ -139,7 +139,7 @@ static kiln_status load_sets(pd_set *plain, pd_set *kist, char *err, size_t cap)
 		kiln_buf_init(&plain->files[i], (size_t)64 << 20);
 		kiln_status st = kiln_buf_read_file(&plain->files[i], path);
 		if (st != KILN_OK) {
-			snprintf(err, cap, "cannot read %s", path);
+			snprintf(err, cap, "cannot read %.200s", path);
 			return st;
 		}
 		kiln_image img;
@@ -147,7 +147,11 @@ static kiln_status load_sets(pd_set *plain, pd_set *kist, char *err, size_t cap)
 		if (st != KILN_OK)
 			return st;
 		st = make_kist(&img, 16, &kist->files[i]);
-		for (pd_set *s = plain; s; s = s == plain ? kist : NULL) {
+		if (st == KILN_OK)
+			st = make_kist(&img, 8, &kist8->files[i]);
+		pd_set *all[3] = {plain, kist, kist8};
+		for (int k = 0; k < 3; k++) {
+			pd_set *s = all[k];
 			s->w[i] = img.width;
 			s->h[i] = img.height;
 			s->rgba_bytes += (uint64_t)img.width * img.height * 4;
@@ -313,12 +317,13 @@ fail:
 
 int bench_png_dec(const bench_opts *opts, bench_report *report)
 {
-	static pd_set plain, kist;
+	static pd_set plain, kist, kist8;
 	char err[256];
 	int failed = 0;
 	memset(&plain, 0, sizeof plain);
 	memset(&kist, 0, sizeof kist);
-	if (load_sets(&plain, &kist, err, sizeof err) != KILN_OK) {
+	memset(&kist8, 0, sizeof kist8);
+	if (load_sets(&plain, &kist, &kist8, err, sizeof err) != KILN_OK) {
 		bench_report_line(report, "pngdec: %s", err);
 		return 1;
 	}
@@ -331,16 +336,17 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 		 "Decoded MB/s of RGBA8 output (w*h*4 bytes) over the 24 Kodak files; anchor = libspng "
 		 "(SPNG_FMT_RGBA8) unless the row says otherwise. Ordinary files: as libpng wrote them; "
 		 "kiSt: the same images with a kiSt chunk (16-row strips). All cores = %u threads, files "
-		 "spread over a pool. GPU: kernel time of batches of %d files resident on the device.",
+		 "spread over a pool (the kiSt files then decode strips serially on their thread). GPU: "
+		 "kernel time of batches of %d files resident on the device.",
 		 cores, GPU_BATCH);
 	bench_section *sec = bench_section_add(report, "PNG decoding (kiln vs libspng and libpng)", note);
 	bench_section *raw = bench_section_add(report, "PNG decoding, raw pixel bytes",
 					       "The same runs in MB/s of raw RGB pixel bytes (w*h*3).");
 	if (!sec || !raw)
 		return 1;
-	pd_set *sets[2] = {&plain, &kist};
-	const char *names[2] = {"ordinary", "kiSt"};
-	for (int k = 0; k < 2; k++) {
+	pd_set *sets[3] = {&plain, &kist, &kist8};
+	const char *names[3] = {"ordinary", "kiSt (16-row strips)", "kiSt (8-row strips)"};
+	for (int k = 0; k < 3; k++) {
 		pd_set *s = sets[k];
 		double f = (double)s->raw_bytes / (double)s->rgba_bytes;
 		double k1 = cpu_rate(opts, s, DEC_KILN, NULL, &failed);
@@ -377,5 +383,6 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 	kiln_pool_destroy(pool);
 	free_set(&plain);
 	free_set(&kist);
+	free_set(&kist8);
 	return failed;
 }

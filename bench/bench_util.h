@@ -91,7 +91,7 @@ kiln_status bench_gpu_time(const bench_opts *opts, kiln_stream stream,
 /* ---- the report ---------------------------------------------------------------------- */
 
 #define BENCH_MAX_SECTIONS 16
-#define BENCH_MAX_ROWS 24
+#define BENCH_MAX_ROWS 64
 
 typedef struct bench_row {
 	char what[160];

@@ -53,6 +53,10 @@ static void stats_minus(kiln_pipeline_stage_stats *a, const kiln_pipeline_stage_
 }
 
 /* Submits items first..first+count (input i % 24) as shards and waits for all of them. */
+/* The folder of the inputs of the next runs: "in" (Kodak as distributed, one deflate
+ * stream each) or "in-strips" (the same pixels in kiln's strip-parallel PNG layout). */
+static const char *input_folder = "in";
+
 static kiln_status run_items(kiln_pipeline *p, const char *dir, const char *label, size_t first, size_t count,
 			     const kiln_texenc_opts *opts)
 {
@@ -62,7 +66,8 @@ static kiln_status run_items(kiln_pipeline *p, const char *dir, const char *labe
 		size_t n = count - done < SHARD_ITEMS ? count - done : SHARD_ITEMS;
 		for (size_t i = 0; i < n; i++) {
 			size_t k = first + done + i;
-			snprintf(inputs[i], sizeof inputs[i], "%s/in/kodim%02zu.png", dir, k % BENCH_KODAK_COUNT + 1);
+			snprintf(inputs[i], sizeof inputs[i], "%s/%s/kodim%02zu.png", dir, input_folder,
+				 k % BENCH_KODAK_COUNT + 1);
 			snprintf(outputs[i], sizeof outputs[i], "%s/out/%s/%zu.dds", dir, label, k);
 			items[i] = (kiln_shard_item){.id = k, .input = inputs[i], .output = outputs[i]};
 		}
@@ -187,13 +192,18 @@ static bool same_outputs(const char *dir, const char *a, const char *b, size_t c
 	return same;
 }
 
-/* Copies the Kodak PNG files (as they are: their compression is what a real input has). */
+/* Copies the Kodak PNG files (as they are: their compression is what a real input has),
+ * and writes them again with kiln's encoder (fast) into in-strips/. */
 static kiln_status stage_inputs(const char *dir, char *err, size_t err_cap)
 {
 	const char *env = getenv("KILN_SHARED");
 	kiln_buf f;
 	kiln_buf_init(&f, (size_t)64 << 20);
 	kiln_status st = KILN_OK;
+	char path[600];
+	snprintf(path, sizeof path, "%s/in-strips", dir);
+	if ((st = kiln_mkdir_p(path)) != KILN_OK)
+		snprintf(err, err_cap, "%s: %s", path, kiln_strerror(st));
 	for (int i = 1; i <= BENCH_KODAK_COUNT && st == KILN_OK; i++) {
 		char src[256], dst[256];
 		snprintf(src, sizeof src, "%s/kodak/kodim%02d.png", env ? env : "../shared/data", i);
@@ -201,8 +211,16 @@ static kiln_status stage_inputs(const char *dir, char *err, size_t err_cap)
 		st = kiln_buf_read_file(&f, src);
 		if (st == KILN_OK)
 			st = kiln_file_write_atomic(dst, f.data, f.len);
+		kiln_image img = {0};
+		if (st == KILN_OK)
+			st = kiln_png_read(f.data, f.len, KILN_PNG_DECODER_KILN, NULL, NULL, &img, err, err_cap);
+		snprintf(dst, sizeof dst, "%s/in-strips/kodim%02d.png", dir, i);
+		if (st == KILN_OK)
+			st = kiln_png_write_path(dst, &img, KILN_QUALITY_FAST);
+		kiln_image_free(&img);
 		if (st != KILN_OK)
 			snprintf(err, err_cap, "%s -> %s: %s", src, dst, kiln_strerror(st));
+		kiln_buf_reset(&f);
 	}
 	kiln_buf_free(&f);
 	return st;
@@ -240,15 +258,19 @@ int bench_worker(const bench_opts *opts, const bench_set *set, bench_report *rep
 	if (gpus > 1)
 		sec[2] = bench_section_add(report, "Worker end to end: every GPU",
 			"As above with every GPU of the machine as a device (one encode thread each).");
+	/* GPU runs again on strip-layout inputs, which the GPUs decode themselves */
+	static const char *const folders[] = {"in", "in-strips"};
 	static const kiln_quality qualities[] = {KILN_QUALITY_FAST, KILN_QUALITY_HIGH};
 	size_t cpu_written[2] = {0, 0};  /* CPU outputs to compare the GPUs' with */
 	for (int q = 0; q < 2; q++) {
-		for (int b = 0; b < 3; b++) {
-			if (!sec[b])
+		for (int r = 0; r < 6; r++) {
+			int b = r % 3, in = r / 3;
+			if (!sec[b] || (b == 0 && in))
 				continue;
+			input_folder = folders[in];
 			static const char *const labels[] = {"cpu", "gpu0", "gpus"};
-			char label[32];
-			snprintf(label, sizeof label, "%s-%s", labels[b], quality_name(qualities[q]));
+			char label[40];
+			snprintf(label, sizeof label, "%s-%s%s", labels[b], quality_name(qualities[q]), in ? "-strips" : "");
 			worker_run run = {.label = label, .quality = qualities[q]};
 			if (b == 0) {
 				run.devices[0].kind = KILN_DEVICE_CPU;

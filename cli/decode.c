@@ -8,7 +8,7 @@
 #include "cli/util.h"
 #include "common/buf.h"
 #include "common/container.h"
-#include "common/png_io.h"
+#include "kernels/png/png_file.h"
 #include "kernels/astc/astc.h"
 #include "kernels/bc1/bc1.h"
 #include "kernels/gpu.h"
@@ -128,7 +128,7 @@ int cli_decode(int argc, char **argv)
 		fprintf(stderr, "kiln decode: %s: %s\n", input, kiln_strerror(st));
 		goto fail;
 	}
-	st = kiln_png_write_file(output, &img);
+	st = kiln_png_write_path(output, &img, KILN_QUALITY_MEDIUM);
 	if (st != KILN_OK) {
 		fprintf(stderr, "kiln decode: writing %s: %s\n", output, kiln_strerror(st));
 		goto fail;

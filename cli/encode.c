@@ -1,11 +1,13 @@
 /* kiln encode: PNG files to BC1 textures in DDS or KTX 2.0, or ASTC textures in .astc or
- * KTX 2.0, in batches, on the CPU or a GPU (ASTC: the CPU only, for now).
+ * KTX 2.0, in batches, on the CPU or a GPU (ASTC: the CPU only, for now); or PNG files
+ * re-encoded as PNG by kiln's own codec (--format png, the CPU, kernels/png/png_transcode.h).
  * A bad input is reported and skipped; the others are still written (exit code 1). */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/util.h"
@@ -13,7 +15,8 @@
 #include "common/container.h"
 #include "common/fileio.h"
 #include "common/log.h"
-#include "common/png_io.h"
+#include "kernels/png/png_file.h"
+#include "kernels/png/png_transcode.h"
 #include "kernels/astc/astc.h"
 #include "kernels/texenc.h"
 
@@ -22,12 +25,16 @@
 static const char usage_text[] =
 	"usage: kiln encode [OPTIONS] INPUT.png... -o OUT\n"
 	"\n"
-	"Encode PNG images to BC1 (DXT1) or ASTC textures. OUT is a file when there is one input\n"
-	"(and OUT is not an existing directory or does not end in '/'), otherwise a directory:\n"
-	"each output keeps its input's base name with the container's extension (a.png -> OUT/a.dds).\n"
+	"Encode PNG images to BC1 (DXT1) or ASTC textures, or re-encode them as PNG with kiln's own\n"
+	"codec. OUT is a file when there is one input (and OUT is not an existing directory or does\n"
+	"not end in '/'), otherwise a directory: each output keeps its input's base name with the\n"
+	"container's extension (a.png -> OUT/a.dds).\n"
 	"\n"
 	"options:\n"
-	"  --format bc1|astc             texture format (default bc1)\n"
+	"  --format bc1|astc|png         texture format (default bc1); png: a PNG file (.png) with\n"
+	"                                the input's colour type, bit depth and colour/text chunks,\n"
+	"                                not interlaced, in kiln's parallel-decodable layout (the CPU)\n"
+	"  --png-rgba8                   with --format png: 8-bit RGBA (RGB when opaque) instead\n"
 	"  --block WxH                   ASTC footprint: 4x4 5x4 5x5 6x5 6x6 8x5 8x6 8x8 10x5\n"
 	"                                10x6 10x8 10x10 12x10 12x12 (default 4x4)\n"
 	"  --quality fast|medium|high    encoder effort (default high)\n"
@@ -52,12 +59,16 @@ static const char usage_text[] =
 	"examples:\n"
 	"  kiln encode --quality high --mipmaps photo.png -o photo.dds\n"
 	"  kiln encode --container ktx2 --srgb textures/*.png -o out/\n"
-	"  kiln encode --format astc --block 6x6 --quality medium photo.png -o photo.astc\n";
+	"  kiln encode --format astc --block 6x6 --quality medium photo.png -o photo.astc\n"
+	"  kiln encode --format png --quality high scans/*.png -o recompressed/\n";
 
 typedef struct encode_args {
 	kiln_texenc_opts opts;
 	kiln_container container;
 	bool container_set, block_set;
+	bool png;           /* --format png: kiln_png_transcode, no texture encoder */
+	bool png_rgba8;
+	bool alpha_set, colorspace_set;
 	kiln_device device;
 	long batch;
 	long threads;
@@ -81,7 +92,8 @@ typedef struct item_result {
 } item_result;
 
 enum { OPT_FORMAT = 256, OPT_QUALITY, OPT_CONTAINER, OPT_SRGB, OPT_LINEAR, OPT_MIPMAPS,
-       OPT_ALPHA, OPT_DEVICE, OPT_BATCH, OPT_THREADS, OPT_MAXPIX, OPT_JSON, OPT_BLOCK, OPT_PNG_DECODER };
+       OPT_ALPHA, OPT_DEVICE, OPT_BATCH, OPT_THREADS, OPT_MAXPIX, OPT_JSON, OPT_BLOCK, OPT_PNG_DECODER,
+       OPT_PNG_RGBA8 };
 
 /* "WxH", one of the ASTC footprints. */
 static bool parse_block(const char *arg, uint32_t *w, uint32_t *h)
@@ -95,9 +107,36 @@ static bool parse_block(const char *arg, uint32_t *w, uint32_t *h)
 	return true;
 }
 
+/* --format png takes none of the texture options. */
+static int check_png_combination(const encode_args *a)
+{
+	const char *bad = NULL;
+	if (a->block_set)
+		bad = "--block";
+	else if (a->container_set)
+		bad = "--container";
+	else if (a->opts.mipmaps)
+		bad = "--mipmaps";
+	else if (a->alpha_set)
+		bad = "--alpha-cutoff";
+	else if (a->colorspace_set)
+		bad = "--srgb/--linear";
+	if (bad) {
+		fprintf(stderr, "kiln encode: %s does not apply to --format png (the output is a PNG image)\n", bad);
+		return CLI_EXIT_USAGE;
+	}
+	return CLI_EXIT_OK;
+}
+
 /* The checks that depend on several options, once all are read. */
 static int check_combination(encode_args *a)
 {
+	if (a->png_rgba8 && !a->png) {
+		fprintf(stderr, "kiln encode: --png-rgba8 goes with --format png\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (a->png)
+		return check_png_combination(a);
 	bool astc = a->opts.format == KILN_TEXFMT_ASTC;
 	if (!astc && a->block_set) {
 		fprintf(stderr, "kiln encode: --block is the ASTC footprint: give --format astc\n");
@@ -134,6 +173,7 @@ static int parse_args(int argc, char **argv, encode_args *a)
 		{"max-pixels", required_argument, NULL, OPT_MAXPIX},
 		{"json", no_argument, NULL, OPT_JSON},
 		{"png-decoder", required_argument, NULL, OPT_PNG_DECODER},
+		{"png-rgba8", no_argument, NULL, OPT_PNG_RGBA8},
 		{"quiet", no_argument, NULL, 'q'},
 		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
@@ -152,12 +192,15 @@ static int parse_args(int argc, char **argv, encode_args *a)
 	while ((c = getopt_long(argc, argv, "qo:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_FORMAT:
+			a->png = false;
 			if (strcmp(optarg, "bc1") == 0) {
 				a->opts.format = KILN_TEXFMT_BC1_RGB;
 			} else if (strcmp(optarg, "astc") == 0) {
 				a->opts.format = KILN_TEXFMT_ASTC;
+			} else if (strcmp(optarg, "png") == 0) {
+				a->png = true;
 			} else {
-				fprintf(stderr, "kiln encode: unknown --format '%s' (supported: bc1, astc)\n", optarg);
+				fprintf(stderr, "kiln encode: unknown --format '%s' (supported: bc1, astc, png)\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
 			break;
@@ -185,13 +228,14 @@ static int parse_args(int argc, char **argv, encode_args *a)
 			a->container = (kiln_container)v;
 			a->container_set = true;
 			break;
-		case OPT_SRGB: a->opts.colorspace = KILN_COLORSPACE_SRGB; break;
-		case OPT_LINEAR: a->opts.colorspace = KILN_COLORSPACE_LINEAR; break;
+		case OPT_SRGB: a->opts.colorspace = KILN_COLORSPACE_SRGB; a->colorspace_set = true; break;
+		case OPT_LINEAR: a->opts.colorspace = KILN_COLORSPACE_LINEAR; a->colorspace_set = true; break;
 		case OPT_MIPMAPS: a->opts.mipmaps = true; break;
 		case OPT_ALPHA:
 			if (!cli_parse_long("encode", "--alpha-cutoff", optarg, 0, 255, &v))
 				return CLI_EXIT_USAGE;
 			a->opts.alpha_cutoff = (int)v;
+			a->alpha_set = true;
 			break;
 		case OPT_DEVICE:
 			if (!cli_parse_device("encode", optarg, &a->device))
@@ -215,6 +259,7 @@ static int parse_args(int argc, char **argv, encode_args *a)
 			if (!cli_parse_png_decoder("encode", optarg, &a->png_decoder))
 				return CLI_EXIT_USAGE;
 			break;
+		case OPT_PNG_RGBA8: a->png_rgba8 = true; break;
 		case 'q': a->quiet = true; break;
 		case 'o': a->output = optarg; break;
 		case 'h':
@@ -239,7 +284,7 @@ static int parse_args(int argc, char **argv, encode_args *a)
  * rather than a silent overwrite. */
 static int plan_outputs(const encode_args *a, item_result *items)
 {
-	const char *ext = kiln_container_ext(a->container);
+	const char *ext = a->png ? "png" : kiln_container_ext(a->container);
 	size_t outlen = strlen(a->output);
 	bool to_file = a->ninputs == 1 && !cli_is_dir(a->output) && a->output[outlen - 1] != '/';
 	if (!to_file && kiln_mkdir_p(a->output) != KILN_OK) {
@@ -252,6 +297,15 @@ static int plan_outputs(const encode_args *a, item_result *items)
 				    : cli_output_name(a->output, a->inputs[i], ext, items[i].output, MAX_PATH_LEN);
 		if (!fits) {
 			fprintf(stderr, "kiln encode: output path for '%s' is too long\n", a->inputs[i]);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	for (size_t i = 0; i < a->ninputs; i++) {
+		/* --format png can name an output that is its own input: never replace it */
+		struct stat in_st, out_st;
+		if (stat(items[i].input, &in_st) == 0 && stat(items[i].output, &out_st) == 0 &&
+		    in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino) {
+			fprintf(stderr, "kiln encode: '%s' would overwrite its input\n", items[i].output);
 			return CLI_EXIT_USAGE;
 		}
 	}
@@ -329,6 +383,46 @@ fail:
 	return st;
 }
 
+typedef struct png_job {
+	const encode_args *args;
+	item_result *items;
+	kiln_pool *inner;  /* the encoder's pool: only when the items are not spread over it */
+} png_job;
+
+static void transcode_range(void *p, size_t begin, size_t end)
+{
+	png_job *job = p;
+	kiln_png_transcode_opts opts;
+	kiln_png_transcode_opts_default(&opts);
+	opts.quality = job->args->opts.quality;
+	opts.rgba8 = job->args->png_rgba8;
+	opts.decoder = job->args->png_decoder;
+	opts.limits = &job->args->limits;
+	for (size_t i = begin; i < end; i++) {
+		item_result *it = &job->items[i];
+		kiln_png_transcode_info info;
+		it->status = kiln_png_transcode_path(it->input, it->output, &opts, job->inner, &info, it->detail,
+						     sizeof it->detail);
+		if (it->status != KILN_OK)
+			continue;
+		it->width = info.width;
+		it->height = info.height;
+		it->levels = 1;
+		it->bytes = (size_t)info.bytes;
+	}
+}
+
+/* --format png: each item read, re-encoded and written on its own (one per pool thread;
+ * a batch of one gets the whole pool for its strips). */
+static void run_png_batch(const encode_args *a, kiln_pool *pool, item_result *items, size_t n)
+{
+	png_job job = {a, items, n == 1 ? pool : NULL};
+	if (n == 1)
+		transcode_range(&job, 0, 1);
+	else
+		kiln_pool_for(pool, n, 1, transcode_range, &job);
+}
+
 static void print_json(const encode_args *a, const item_result *items, const kiln_device *dev,
 		       double seconds)
 {
@@ -379,7 +473,7 @@ int cli_encode(int argc, char **argv)
 	if (rc != CLI_EXIT_OK)
 		goto fail;
 	rc = CLI_EXIT_FATAL;
-	bool gpu_format = kiln_texenc_gpu_supported(a.opts.format);
+	bool gpu_format = !a.png && kiln_texenc_gpu_supported(a.opts.format);
 	if (!gpu_format && a.device.kind == KILN_DEVICE_GPU) {
 		fprintf(stderr, "kiln encode: this format has no GPU backend: use --device cpu (or auto)\n");
 		goto fail;
@@ -393,7 +487,7 @@ int cli_encode(int argc, char **argv)
 		goto fail;
 	}
 	if ((st = kiln_pool_create((unsigned)a.threads, &pool)) != KILN_OK ||
-	    (st = kiln_texenc_create(&dev, &a.opts, pool, &enc)) != KILN_OK) {
+	    (!a.png && (st = kiln_texenc_create(&dev, &a.opts, pool, &enc)) != KILN_OK)) {
 		fprintf(stderr, "kiln encode: cannot start the encoder: %s %s\n", kiln_strerror(st),
 			dev.kind == KILN_DEVICE_GPU ? kiln_gpu_last_error() : "");
 		goto fail;
@@ -405,7 +499,11 @@ int cli_encode(int argc, char **argv)
 	size_t done = 0, failed = 0;
 	for (size_t first = 0; first < a.ninputs; first += (size_t)a.batch) {
 		size_t n = a.ninputs - first < (size_t)a.batch ? a.ninputs - first : (size_t)a.batch;
-		st = run_batch(&a, enc, pool, items + first, n);
+		st = KILN_OK;
+		if (a.png)
+			run_png_batch(&a, pool, items + first, n);
+		else
+			st = run_batch(&a, enc, pool, items + first, n);
 		if (st != KILN_OK)
 			KILN_WARN("batch failed", "first=%zu count=%zu error=\"%s\" detail=\"%s\"", first, n,
 				  kiln_strerror(st), kiln_texenc_last_error(enc));

@@ -7,7 +7,7 @@
 #include "cli/cli.h"
 #include "cli/util.h"
 #include "common/fileio.h"
-#include "common/png_io.h"
+#include "kernels/png/png_file.h"
 
 typedef void (*paint_fn)(kiln_image *img);
 
@@ -119,7 +119,7 @@ int cli_samples(int argc, char **argv)
 		kiln_status st = kiln_image_alloc(&img, samples[i].width, samples[i].height, NULL);
 		if (st == KILN_OK) {
 			samples[i].paint(&img);
-			st = kiln_png_write_file(path, &img);
+			st = kiln_png_write_path(path, &img, KILN_QUALITY_MEDIUM);
 		}
 		kiln_image_free(&img);
 		if (st != KILN_OK) {

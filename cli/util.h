@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "kernels/gpu.h"
-#include "kernels/png/png_read.h"
+#include "kernels/png/png_file.h"
 
 /* Parses a decimal integer in [min, max]; false (with a message naming opt) otherwise. */
 bool cli_parse_long(const char *cmd, const char *opt, const char *arg, long min, long max, long *out);

@@ -56,6 +56,12 @@ kiln_status kiln_mip_build_gpu(const kiln_mip_chain *chains, size_t nchains, voi
 	return KILN_ERR_NO_GPU;
 }
 
+size_t kiln_pngenc_gpu_temp_size(const kiln_pngenc_params *params, const kiln_pngenc_image *images,
+				 size_t count)
+{
+	return 0;
+}
+
 kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, const kiln_pngenc_image *images,
 				   uint8_t *const *dst, const size_t *dst_caps, uint64_t *d_out_sizes,
 				   size_t count, kiln_status *status, void *d_temp, size_t temp_size,

@@ -18,6 +18,8 @@ cp "$b/kiln" "$o/bin/kiln"
 cp "$b/tests/gpu" "$o/bin/tests-gpu"
 cp "$b/tests/unit" "$o/bin/tests-unit"
 cp "$b/kiln-bench" "$o/bin/kiln-bench"
+# debug info is most of each binary and the device's carry is capped (64 MiB in all)
+strip --strip-debug "$o"/bin/*
 shared=${KILN_SHARED:-../shared/data}
 cp -r "$shared/kodak" "$shared/pngsuite" "$o/data/"
 ../shared/tools/bundle-libs "$o" "$o"/bin/*

@@ -19,7 +19,7 @@
 #include "common/image.h"
 #include "common/storage.h"
 #include "kernels/gpu.h"
-#include "kernels/png/png_read.h"
+#include "kernels/png/png_file.h"
 #include "kernels/texenc.h"
 
 #define KILN_PIPELINE_MAX_DEVICES 16

@@ -22,14 +22,16 @@ extern "C" {
 #include "kernels/cuda_util.cuh"
 
 // Threads (blocks of texels in flight) per CTA, and the CTAs an SM must hold (0: no
-// bound). 128 x 8 caps the kernel at 64 registers (50% occupancy); without the bound ptxas
-// takes 96 registers and spills more (3 KB against 1 KB of spill stores, CUDA 13, sm_90).
-// The kernel is bound by local memory traffic and divergence: see bench_astc_gpu.c.
+// bound). Measured on an H100 (batch of 32 Kodak images, same encoder): 64 threads with
+// no bound (96 registers, 9.5 KB stack, 31% occupancy) ran 4x4 fast/medium/high 12-20%
+// faster than 128 x 8 (64 registers, 9.6 KB stack, 50% occupancy), 8x8 fast 11% slower,
+// the rest within 4%. Either way the kernel is bound by local-memory traffic (every
+// thread's ~9.5 KB frame: L1 holds a few threads' worth) and divergence, not registers.
 #ifndef ASTC_GPU_THREADS
-#define ASTC_GPU_THREADS 128
+#define ASTC_GPU_THREADS 64
 #endif
 #ifndef ASTC_GPU_MIN_CTAS
-#define ASTC_GPU_MIN_CTAS 8
+#define ASTC_GPU_MIN_CTAS 0
 #endif
 #define ASTC_FOOTPRINTS 14
 #define ASTC_MAX_DEVICES 64
@@ -150,6 +152,13 @@ __device__ static void store_block(uint8_t *dst, const uint8_t out[16])
 	}
 }
 
+// One kernel takes the quality as an argument: the whole encoder is inlined into the
+// kernel, and a kernel per quality (ASTC_GPU_PER_QUALITY=1) triples the compile time
+// (minutes of ptxas) for no measured gain (see bench_astc_gpu.c).
+#ifndef ASTC_GPU_PER_QUALITY
+#define ASTC_GPU_PER_QUALITY 0
+#endif
+
 // Block b of the batch: encoded exactly as astc_cpu.c's encode_block does it.
 #if ASTC_GPU_MIN_CTAS > 0
 #define ASTC_GPU_BOUNDS __launch_bounds__(ASTC_GPU_THREADS, ASTC_GPU_MIN_CTAS)
@@ -157,11 +166,12 @@ __device__ static void store_block(uint8_t *dst, const uint8_t out[16])
 #define ASTC_GPU_BOUNDS __launch_bounds__(ASTC_GPU_THREADS)
 #endif
 
-template <int quality>
+template <int fixed_quality>
 __global__ void ASTC_GPU_BOUNDS
 astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
-		   uint32_t count, uint64_t total, int srgb)
+		   uint32_t count, uint64_t total, int srgb, int runtime_quality)
 {
+	int quality = fixed_quality >= 0 ? fixed_quality : runtime_quality;
 	uint64_t step = (uint64_t)gridDim.x * blockDim.x;
 	for (uint64_t b = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; b < total; b += step) {
 		const astc_gpu_surface *d = &surf[kiln_find_first_block(surf, count, b)];
@@ -242,45 +252,49 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 	uint64_t need = (total + ASTC_GPU_THREADS - 1) / ASTC_GPU_THREADS;
 	unsigned grid = (unsigned)(need < 0x7fffffffu ? need : 0x7fffffffu);
 	int srgb = params->srgb != 0;
+	int q = (int)params->quality;
 	cudaGetLastError(); // so that the check below sees this launch, not an older error
-	if (params->quality == KILN_QUALITY_HIGH)
-		astc_encode_kernel<KILN_QUALITY_HIGH><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb);
-	else if (params->quality == KILN_QUALITY_MEDIUM)
-		astc_encode_kernel<KILN_QUALITY_MEDIUM><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb);
+#if ASTC_GPU_PER_QUALITY
+	if (q == KILN_QUALITY_HIGH)
+		astc_encode_kernel<KILN_QUALITY_HIGH><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb, q);
+	else if (q == KILN_QUALITY_MEDIUM)
+		astc_encode_kernel<KILN_QUALITY_MEDIUM><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb, q);
 	else
-		astc_encode_kernel<KILN_QUALITY_FAST><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb);
+		astc_encode_kernel<KILN_QUALITY_FAST><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb, q);
+#else
+	astc_encode_kernel<-1><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb, q);
+#endif
 	return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERR_CUDA;
 }
 
-// For the benchmark's report: registers, local memory and occupancy of the kernel of a
-// quality. Not part of the codec API (declared where it is used).
-extern "C" kiln_status kiln_astc_gpu_kernel_info(int quality, int *threads, int *regs, size_t *local_bytes,
-						 int *ctas_per_sm)
+template <typename Kernel>
+static kiln_status kernel_info(Kernel kernel, int *regs, size_t *local_bytes, int *ctas_per_sm)
 {
 	cudaFuncAttributes a;
-	cudaError_t e;
 	int per_sm = 0;
-	*threads = ASTC_GPU_THREADS;
-	if (quality == KILN_QUALITY_HIGH) {
-		e = cudaFuncGetAttributes(&a, astc_encode_kernel<KILN_QUALITY_HIGH>);
-		if (e == cudaSuccess)
-			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, astc_encode_kernel<KILN_QUALITY_HIGH>,
-									  ASTC_GPU_THREADS, 0);
-	} else if (quality == KILN_QUALITY_MEDIUM) {
-		e = cudaFuncGetAttributes(&a, astc_encode_kernel<KILN_QUALITY_MEDIUM>);
-		if (e == cudaSuccess)
-			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, astc_encode_kernel<KILN_QUALITY_MEDIUM>,
-									  ASTC_GPU_THREADS, 0);
-	} else {
-		e = cudaFuncGetAttributes(&a, astc_encode_kernel<KILN_QUALITY_FAST>);
-		if (e == cudaSuccess)
-			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, astc_encode_kernel<KILN_QUALITY_FAST>,
-									  ASTC_GPU_THREADS, 0);
-	}
-	if (e != cudaSuccess)
+	if (cudaFuncGetAttributes(&a, kernel) != cudaSuccess ||
+	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, ASTC_GPU_THREADS, 0) != cudaSuccess)
 		return KILN_ERR_CUDA;
 	*regs = a.numRegs;
 	*local_bytes = a.localSizeBytes;
 	*ctas_per_sm = per_sm;
 	return KILN_OK;
+}
+
+// For the benchmark's report: registers, local memory and occupancy of the kernel that
+// runs a quality (declared in astc.h).
+extern "C" kiln_status kiln_astc_gpu_kernel_info(int quality, int *threads, int *regs, size_t *local_bytes,
+						 int *ctas_per_sm)
+{
+	*threads = ASTC_GPU_THREADS;
+#if ASTC_GPU_PER_QUALITY
+	if (quality == KILN_QUALITY_HIGH)
+		return kernel_info(astc_encode_kernel<KILN_QUALITY_HIGH>, regs, local_bytes, ctas_per_sm);
+	if (quality == KILN_QUALITY_MEDIUM)
+		return kernel_info(astc_encode_kernel<KILN_QUALITY_MEDIUM>, regs, local_bytes, ctas_per_sm);
+	return kernel_info(astc_encode_kernel<KILN_QUALITY_FAST>, regs, local_bytes, ctas_per_sm);
+#else
+	(void)quality;
+	return kernel_info(astc_encode_kernel<-1>, regs, local_bytes, ctas_per_sm);
+#endif
 }

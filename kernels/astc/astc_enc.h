@@ -3,17 +3,25 @@
  * A block is encoded by trying candidates and keeping the one whose exact decode (the
  * decoder of astc_block.h) has the lowest squared error:
  *  - constant blocks become void-extent blocks;
- *  - partitionings: one partition, and (medium, high) 2-partition seeds whose pattern best
- *    matches a 2-means clustering of the texels' colours;
- *  - for each partitioning, every block mode of the footprint (weight grid and weight
- *    range; the colour range is what the mode leaves): endpoints from the principal axis
- *    of each partition, grid weights from the texel weights through the transpose of the
- *    infill, then alternating refits: endpoints by integer least squares against the
- *    quantised infilled weights, weights re-projected on the quantised endpoints;
- *  - endpoint modes RGB direct (8) for opaque partitions, RGBA direct (12) otherwise.
- * Float appears only in the fit (evaluated in one fixed order, never contracted, no libm);
- * every comparison that picks output bits compares integer errors and breaks ties towards
- * the first candidate, so the CPU and GPU backends produce the same bytes. */
+ *  - partitionings ("fits"): one partition with one weight plane; one partition with a
+ *    second plane for the channel farthest from the principal line (every varying
+ *    channel at high); 2 partitions: the seeds whose patterns best match a 2-means
+ *    clustering, re-ranked by the residual of a line fit per partition, the best 1 / 3 / 6
+ *    (fast / medium / high) searched in full;
+ *  - per fit, the block modes are first ranked without encoding (astc_enc_estimate):
+ *    ideal weights decimated to each grid (least squares by correction steps), then per
+ *    mode the error of quantising them and an expected endpoint quantisation error for
+ *    each endpoint kind; the best 6 / 16 / 32 (mode, kind) candidates are encoded exactly
+ *    once, the best 1 / 3 / 4 of those refined (alternating endpoint least squares and
+ *    weight re-projection) and polished (each grid weight and colour value moved one
+ *    quantisation level while the exact error falls);
+ *  - endpoint kinds: direct (CEM 8 RGB, 12 RGBA) and base+scale (CEM 6 RGB, 10 RGB with
+ *    two alphas), which leave more bits for colour precision.
+ * Every candidate is a function of (block, fit, mode, kind) and the choice is an argmin
+ * over integer exact errors with ties to the first, so candidates can later be split
+ * across GPU lanes and reduced. Float appears in the fits and the estimate (evaluated in
+ * one fixed order, never contracted, no libm); the CPU and GPU backends produce the same
+ * bytes. */
 #ifndef KILN_ASTC_ENC_H
 #define KILN_ASTC_ENC_H
 
@@ -601,7 +609,9 @@ KILN_HD void astc_enc_quant_plane(const astc_enc_grid *g, int n, int wrange, con
 	astc_enc_plane_weights(g, n, wrange, codes, W);
 }
 
-/* Encodes with one block mode and a partitioning: fills s, returns its exact error. */
+/* Encodes with one block mode and a partitioning: fills s, returns its exact error.
+ * *kindp is the endpoint kind (0 direct, 1 base+scale); -1 tries both on the first
+ * iteration and returns the one kept. */
 KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 				   const astc_enc_fit *fit, const astc_enc_mode *m, int seed,
 				   int iterations, uint32_t limit, int *kindp, astc_symbolic *s)
@@ -609,7 +619,6 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 	const astc_enc_grid *g = &ctx->grids[m->grid];
 	int parts = fit->parts;
 	int dual = m->dual, ccs = dual ? fit->ccs : 4;
-	int values = 0;
 	if (dual && (ccs > 3 || parts > 3))
 		return UINT32_MAX;
 	s->kind = ASTC_KIND_NORMAL;
@@ -622,7 +631,6 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 	s->mode.dual = (uint8_t)dual;
 	s->mode.wrange = m->wrange;
 	s->mode.weight_bits = m->weight_bits;
-	(void)values;
 	/* kind < 0: try both endpoint kinds on the first iteration, keep the better */
 	int kind = *kindp < 0 ? 0 : *kindp, kinds_left = *kindp < 0 ? 1 : 0;
 	if (!astc_enc_set_cems(s, fit, ccs, kind, m->weight_bits)) {
@@ -775,9 +783,6 @@ KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *
 		total += terr[i];
 	}
 	err = total;
-	int values = 0;
-	for (int p = 0; p < parts; p++)
-		values += astc_cem_values(s->cem[p]);
 	for (int pass = 0; pass < passes && err > 0; pass++) {
 		int improved = 0;
 		for (int pl = 0; pl <= dual; pl++) {

@@ -58,7 +58,8 @@ kiln_status kiln_pngdec_probe(const uint8_t *data, size_t size, const kiln_image
 /* Decodes into rgba (height rows of stride >= 4 * width bytes, caller-owned). Probes first
  * (info may be NULL; when given it receives the probe's result). Uses the kiSt strips on
  * the pool when the file has them (pool NULL: on the calling thread). Allocates only its
- * inflate scratch (filtered_size bytes plus tables). */
+ * scratch: the filtered bytes (filtered_size), the zlib stream when the IDAT data is split
+ * over several chunks, inflate tables. */
 kiln_status kiln_pngdec_decode_cpu(const uint8_t *data, size_t size,
 				   const kiln_image_limits *limits, uint8_t *rgba, size_t stride,
 				   kiln_pngdec_info *info, char *err, size_t err_cap);
@@ -87,13 +88,15 @@ typedef struct kiln_pngdec_gpu_file {
  * per-strip state). */
 size_t kiln_pngdec_temp_size(const kiln_pngdec_gpu_file *files, size_t count);
 
-/* Decodes count files on the current GPU, on `stream` (a few kernels in sequence).
- * files and status are host arrays. Files whose info says !gpu_ok get
- * KILN_ERR_UNSUPPORTED at once (decode them with the CPU path). The call returns once the
- * work is queued; after synchronising the stream, d_status (device, count entries, may be
- * NULL) and then, when h_status is given, h_status... To keep the API simple the final
- * per-file statuses are read back by kiln_pngdec_gpu_status after the stream is synced.
- * Never allocates; one bad file never fails the batch. */
+/* Decodes count files on the current GPU, on `stream`: four kernels in sequence (IDAT
+ * gather, inflate with a warp per kiSt strip or per file, strip verdict with serial
+ * fallback, de-filter wave over 32-row bands), all queued; the call returns at once.
+ * files and status are host arrays; d_temp is device memory of kiln_pngdec_temp_size
+ * bytes. status[i] is set here for files refused up front (!gpu_ok: KILN_ERR_UNSUPPORTED,
+ * decode them with the CPU path; bad pointers or stride: KILN_ERR_INVALID_ARG) and KILN_OK
+ * for the others; after the stream is synchronised, kiln_pngdec_gpu_status adds the
+ * device's verdicts. Never allocates; one bad file never fails the batch. Returns
+ * KILN_ERR_CUDA only when a launch or copy itself failed. */
 kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files, size_t count,
 				   kiln_status *status, void *d_temp, size_t temp_size,
 				   kiln_stream stream);

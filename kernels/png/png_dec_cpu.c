@@ -110,8 +110,8 @@ static kiln_status defilter_adam7(const kiln_pngdec_info *info, uint8_t *filt, u
 	return KILN_OK;
 }
 
-/* Inflates the whole stream; *adler_checked says whether the trailer was verified (not
- * when the stream holds more data than the image, which libpng accepts). */
+/* Inflates the whole stream and checks its Adler-32 trailer; a stream holding more data
+ * than the image is accepted without that check, as libpng accepts it. */
 static kiln_status inflate_serial(const kiln_pngdec_info *info, const uint8_t *z, uint8_t *filt,
 				  char *err, size_t cap)
 {

@@ -32,7 +32,7 @@ extern "C" {
 
 #define FULL_MASK 0xffffffffu
 #define INFL_WARPS 3   // warps per CTA of the inflate kernels (tables: 13.6 KB each)
-#define NTOK 64        // tokens per batch
+#define NTOK 128       // tokens per batch
 #define BAND 32        // rows per de-filter band (a warp)
 #define DEF_WARPS 4
 
@@ -189,6 +189,8 @@ __device__ static void warp_inflate(warp_shared *w, const uint8_t *in, size_t le
 					}
 					uint32_t stored = 0;
 					rc = kiln_infl_block_header(&w->t, &b, &bfinal, &btype, &stored);
+					if (rc == KILN_INFL_ERR_DATA && o >= cap && cap > 0)
+						rc = KILN_INFL_OUTPUT_FULL; // as kiln_inflate_raw
 					if (rc != KILN_INFL_OK) {
 						done = 1;
 						break;
@@ -238,6 +240,11 @@ __device__ static void warp_inflate(warp_shared *w, const uint8_t *in, size_t le
 					if (bfinal)
 						final = 1;
 					continue;
+				}
+				if (o >= cap) { // as kiln_infl_huffman: past the image, libpng only drains
+					rc = KILN_INFL_OUTPUT_FULL;
+					done = 1;
+					break;
 				}
 				if (kind != KILN_INFL_LEN) {
 					rc = KILN_INFL_ERR_DATA;

@@ -13,7 +13,7 @@
  * Quality:
  *   fast   : candidates at the fixed distances that filtered image data repeats at (1:
  *            runs, bpp: the pixel to the left, one row up), greedy parse; no hash table.
- *   medium : the same plus a hash chain of depth 8, lazy matching (as zlib's levels 4-9).
+ *   medium : the same plus a hash chain of depth 4, lazy matching (as zlib's levels 4-9).
  *   high   : hash chains of depth 128, lazy matching on every match.
  * Each block (at most PNG_DEFL_BLOCK_TOKENS tokens) is written with the cheapest of
  * stored, fixed and dynamic Huffman codes, by exact bit count. */
@@ -666,7 +666,7 @@ KILN_HD png_defl_level png_defl_level_for(int quality)
 		l.lazy = 0;
 		l.nice = 64;
 	} else if (quality == 1) {
-		l.chain = 8;
+		l.chain = 4;
 		l.lazy = 16;
 		l.nice = 64;
 	} else {

@@ -394,12 +394,18 @@ __device__ static uint32_t warp_deflate_strip(defl_shared *sh, const uint8_t *d,
 	png_bw_init(&w, out, (size_t)cap);
 	uint32_t lazy = png_defl_level_for(quality).lazy;
 	uint32_t cur = 0, block_start = 0, ntok = 0;
+	// this round's matches and bytes; the next round's are loaded a round ahead for the
+	// usual case that no match crosses the 32 positions (q == 32)
+	uint32_t pb = (uint32_t)lane < n ? best[lane] : 0, pd = (uint32_t)lane < n ? d[lane] : 0;
 	while (cur < n) {
 		uint32_t p = cur + (uint32_t)lane;
 		bool valid = p < n;
-		uint32_t b = valid ? best[p] : 0;
+		uint32_t b = pb, byte = pd;
+		uint32_t p2 = p + 32;
+		uint32_t nb = p2 < n ? best[p2] : 0, nd = p2 < n ? d[p2] : 0;
 		uint32_t len = b & 0xFFFFu;
-		uint32_t nlen = p + 1 < n ? (best[p + 1] & 0xFFFFu) : 0;
+		uint32_t up = __shfl_down_sync(FULL_MASK, b, 1), nb0 = __shfl_sync(FULL_MASK, nb, 0);
+		uint32_t nlen = p + 1 < n ? ((lane < 31 ? up : nb0) & 0xFFFFu) : 0;
 		bool is_match = len > 0 && !(len < lazy && p + 1 < n && nlen > len);
 		uint32_t M = __ballot_sync(FULL_MASK, valid && is_match);
 		uint32_t V = __ballot_sync(FULL_MASK, valid);
@@ -430,7 +436,7 @@ __device__ static uint32_t warp_deflate_strip(defl_shared *sh, const uint8_t *d,
 			close = (uint32_t)__ffs(far) - 1;
 		bool start = (T >> lane) & 1u;
 		uint32_t rank = (uint32_t)__popc(T & ((1u << lane) - 1u));
-		uint32_t tok = ((M >> lane) & 1u) ? (b & 0xFFFF0000u) | len : (valid ? d[p] : 0);
+		uint32_t tok = ((M >> lane) & 1u) ? (b & 0xFFFF0000u) | len : byte;
 		uint32_t kclose = close < 32 ? (uint32_t)__popc(T & ((1u << close) - 1u)) : ntw;
 		if (start && rank < kclose)
 			tokens[ntok + rank] = tok;
@@ -447,6 +453,14 @@ __device__ static uint32_t warp_deflate_strip(defl_shared *sh, const uint8_t *d,
 		}
 		__syncwarp();
 		cur += q;
+		if (q == 32) {
+			pb = nb;
+			pd = nd;
+		} else {
+			uint32_t pn = cur + (uint32_t)lane;
+			pb = pn < n ? best[pn] : 0;
+			pd = pn < n ? d[pn] : 0;
+		}
 	}
 	warp_write_block(sh, &w, tokens, ntok, d + block_start, n - block_start, last, lane);
 	if (lane == 0) {

@@ -248,10 +248,14 @@ KILN_HD void kiln_bits_refill(kiln_bits *b)
 	if (b->end - b->pos >= 8) {
 		uint64_t w;
 #ifdef __CUDA_ARCH__
-		const uint8_t *p = b->in + b->pos;
-		w = 0;
-		for (int i = 0; i < 8; i++)
-			w |= (uint64_t)p[i] << (8 * i);
+		/* Three aligned word loads and two funnel shifts instead of eight byte loads. The
+		 * last word may extend up to 3 bytes past the input, never past the aligned word
+		 * that holds its last byte (so never past the allocation). */
+		uintptr_t at = (uintptr_t)(b->in + b->pos);
+		const uint32_t *q = (const uint32_t *)(at & ~(uintptr_t)3);
+		uint32_t sh = (uint32_t)(at & 3u) * 8u;
+		uint32_t w0 = __ldg(q), w1 = __ldg(q + 1), w2 = sh ? __ldg(q + 2) : 0u;
+		w = (uint64_t)__funnelshift_r(w0, w1, sh) | (uint64_t)__funnelshift_r(w1, w2, sh) << 32;
 #else
 		memcpy(&w, b->in + b->pos, 8);
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -445,7 +449,7 @@ KILN_HD int kiln_infl_stored(kiln_bits *b, uint32_t len, uint8_t *out, size_t *o
 		o += m;
 		b->pos += m;
 		*opos = o;
-		if (m < n || (n == len && m < len))
+		if (m < n)
 			return KILN_INFL_OUTPUT_FULL;
 		if (n < len)
 			return KILN_INFL_ERR_TRUNCATED;
@@ -493,6 +497,12 @@ KILN_HD int kiln_infl_huffman(const kiln_inflate_tables *t, kiln_bits *b, uint8_
 		}
 		if (kind == KILN_INFL_EOB)
 			break;
+		/* Past the last image byte libpng only drains the stream and reports its
+		 * errors as warnings: the image stands (only EOB and the trailer still count). */
+		if (o >= cap) {
+			rc = KILN_INFL_OUTPUT_FULL;
+			break;
+		}
 		if (kind != KILN_INFL_LEN) {
 			rc = KILN_INFL_ERR_DATA;
 			break;
@@ -563,6 +573,8 @@ KILN_HD int kiln_inflate_raw(kiln_inflate_tables *t, const uint8_t *in, size_t l
 	for (;;) {
 		uint32_t bfinal, btype, stored = 0;
 		rc = kiln_infl_block_header(t, &b, &bfinal, &btype, &stored);
+		if (rc == KILN_INFL_ERR_DATA && o >= cap && cap > 0)
+			rc = KILN_INFL_OUTPUT_FULL; /* a bad block after the image: see above */
 		if (rc != KILN_INFL_OK)
 			break;
 		if (btype == 0)

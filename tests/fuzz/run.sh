@@ -34,10 +34,11 @@ for t in "$@"; do
 	set -- "tests/fuzz/corpus/$t"
 	[ -d "$reg" ] && set -- "$@" "$reg"
 	[ -d "$dir/seeds/$t" ] && set -- "$@" "$dir/seeds/$t"
-	[ "$t" = png ] && [ -d "$shared/pngsuite" ] && set -- "$@" "$shared/pngsuite"
+	case $t in png|png_kiln) [ -d "$shared/pngsuite" ] && set -- "$@" "$shared/pngsuite" ;; esac
+	[ "$t" = png_kiln ] && set -- "$@" "$dir/seeds/png"
 	dict=""
 	case $t in
-	png) dict=tests/fuzz/png.dict ;;
+	png|png_kiln) dict=tests/fuzz/png.dict ;;
 	container) dict=tests/fuzz/container.dict ;;
 	proto|spec) dict=tests/fuzz/json.dict ;;
 	esac

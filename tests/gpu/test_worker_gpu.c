@@ -4,8 +4,11 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include "common/fileio.h"
 #include "kernels/gpu.h"
+#include "kernels/png/png_file.h"
 
 Test(worker_gpu, kiln_run_on_the_gpu_writes_the_cpu_backends_files, .timeout = 600)
 {
@@ -24,4 +27,42 @@ Test(worker_gpu, kiln_run_on_the_gpu_writes_the_cpu_backends_files, .timeout = 6
 		 "diff -r $d/cpu $d/gpu; rm -rf $d",
 		 bin, shared, shared, bin, bin);
 	cr_expect_eq(system(cmd), 0, "kiln run on the GPU must write the same files as on the CPU");
+}
+
+/* The same with inputs in kiln's strip-parallel PNG layout, which the worker hands to the
+ * GPU undecoded (GPU PNG decode inside the encode batches), next to ordinary files that
+ * the decode threads take: the files are those of the CPU backend, and those of libpng
+ * decoding on the GPU too. */
+Test(worker_gpu, strip_pngs_decoded_on_the_gpu_give_the_cpu_backends_files, .timeout = 600)
+{
+	if (kiln_gpu_count() < 1)
+		cr_assert_fail("no usable GPU: make test-gpu must run on a machine with an NVIDIA GPU");
+	const char *bin = getenv("KILN_BIN") ? getenv("KILN_BIN") : "build/kiln";
+	const char *shared = getenv("KILN_SHARED") ? getenv("KILN_SHARED") : "../shared/data";
+	char dir[] = "/tmp/kiln-wgpu-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char path[512];
+	for (int i = 1; i <= 24; i++) {
+		kiln_image img;
+		snprintf(path, sizeof path, "%s/kodak/kodim%02d.png", shared, i);
+		cr_assert_eq(kiln_png_read_path(path, KILN_PNG_DECODER_LIBPNG, NULL, NULL, &img, NULL, 0), KILN_OK, "%s", path);
+		snprintf(path, sizeof path, "%s/in/strips%02d.png", dir, i);
+		if (i == 1) {
+			char in[256];
+			snprintf(in, sizeof in, "%s/in", dir);
+			cr_assert_eq(kiln_mkdir_p(in), KILN_OK);
+		}
+		cr_assert_eq(kiln_png_write_path(path, &img, KILN_QUALITY_FAST), KILN_OK);
+		kiln_image_free(&img);
+	}
+	char cmd[4096];
+	snprintf(cmd, sizeof cmd,
+		 "set -e; d=%s; cp %s/kodak/kodim0*.png $d/in/; "
+		 "%s run -q --shard-size 8 --mipmaps --device gpu --input $d/in --output $d/gpu; "
+		 "%s run -q --shard-size 8 --mipmaps --device gpu --png-decoder libpng --input $d/in --output $d/gpu-libpng; "
+		 "%s run -q --shard-size 8 --mipmaps --device cpu --input $d/in --output $d/cpu; "
+		 "test $(find $d/gpu -name '*.dds' | wc -l) -eq 33; "
+		 "diff -r $d/cpu $d/gpu; diff -r $d/cpu $d/gpu-libpng; rm -rf $d",
+		 dir, shared, bin, bin, bin);
+	cr_expect_eq(system(cmd), 0, "GPU-decoded strip PNGs must give the CPU backend's files");
 }

@@ -504,7 +504,7 @@ static unsigned replay_dir(const char *dir)
 		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
 		kiln_buf b = load_file(path);
 		static const uint8_t none[1];
-		kiln_fuzz_png_kiln(b.len ? b.data : none, b.len);
+		kiln_fuzz_png_kiln_fixed(b.len ? b.data : none, b.len);
 		kiln_buf_free(&b);
 		n++;
 	}

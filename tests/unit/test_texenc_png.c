@@ -8,7 +8,7 @@
 
 #include "common/png_io.h"
 #include "kernels/png/png_check.h"
-#include "kernels/png/png_read.h"
+#include "kernels/png/png_file.h"
 #include "kernels/texenc.h"
 
 #define NFILES 9

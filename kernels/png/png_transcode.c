@@ -1,0 +1,499 @@
+/* PNG -> PNG with kiln's codec (see png_transcode.h).
+ *
+ * The probe has checked the whole container (every chunk's length and CRC, IHDR, the IDAT
+ * run, IEND) before anything here reads it, so the chunk walk below can trust the lengths.
+ * The image data is inflated and de-filtered with the decoder's shared functions, not
+ * through kiln_pngdec_decode_cpu, because that one converts to RGBA8 and the default here
+ * keeps the samples as they are. */
+#include "kernels/png/png_transcode.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "kernels/png/png_dec.h"
+#include "kernels/png/png_defilter.h"
+#include "kernels/png/png_enc.h"
+#include "kernels/png/png_inflate.h"
+
+#define TRANSCODE_FILE_MAX ((size_t)1 << 30) /* as kiln_png_read_path */
+#define TRANSCODE_OUT_MAX ((size_t)1 << 34)
+
+void kiln_png_transcode_opts_default(kiln_png_transcode_opts *opts)
+{
+	memset(opts, 0, sizeof *opts);
+	opts->quality = KILN_QUALITY_MEDIUM;
+	opts->decoder = KILN_PNG_DECODER_KILN;
+}
+
+/* ---- which chunks go along --------------------------------------------------------- */
+
+/* Where a known chunk may stand, as readers check it: a chunk out of its place is ignored
+ * by libpng, so carrying it into the encoder's (valid) order would change what a reader
+ * sees. ANYWHERE chunks are carried from anywhere; the encoder writes them before IDAT. */
+enum place { BEFORE_PLTE, AFTER_PLTE, BEFORE_IDAT, ANYWHERE };
+
+typedef struct known_chunk {
+	char type[5];
+	uint8_t place;
+	uint8_t multiple;     /* may repeat; else only the first is carried */
+	uint8_t sample_bound; /* describes the samples as stored: not carried by rgba8 */
+} known_chunk;
+
+static const known_chunk known_chunks[] = {
+	{"gAMA", BEFORE_PLTE, 0, 0}, {"cHRM", BEFORE_PLTE, 0, 0}, {"sRGB", BEFORE_PLTE, 0, 0},
+	{"iCCP", BEFORE_PLTE, 0, 0}, {"sBIT", BEFORE_PLTE, 0, 1}, {"cICP", BEFORE_PLTE, 0, 0},
+	{"mDCv", BEFORE_PLTE, 0, 0}, {"cLLI", BEFORE_PLTE, 0, 0}, {"tRNS", AFTER_PLTE, 0, 1},
+	{"bKGD", AFTER_PLTE, 0, 1},  {"hIST", AFTER_PLTE, 0, 1},  {"pHYs", BEFORE_IDAT, 0, 0},
+	{"sCAL", BEFORE_IDAT, 0, 0}, {"sPLT", BEFORE_IDAT, 1, 0}, {"tEXt", ANYWHERE, 1, 0},
+	{"zTXt", ANYWHERE, 1, 0},    {"iTXt", ANYWHERE, 1, 0},    {"tIME", ANYWHERE, 0, 0},
+	{"eXIf", ANYWHERE, 0, 0},
+};
+#define KNOWN_COUNT (sizeof known_chunks / sizeof known_chunks[0])
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int known_index(const uint8_t *type)
+{
+	for (size_t k = 0; k < KNOWN_COUNT; k++)
+		if (memcmp(type, known_chunks[k].type, 4) == 0)
+			return (int)k;
+	return -1;
+}
+
+/* The chunks to carry, pointing into the file (the caller frees *out). */
+typedef struct chunk_plan {
+	kiln_png_chunk *chunks;
+	size_t count;
+	uint32_t dropped;
+} chunk_plan;
+
+/* Whether a tRNS of len bytes is one the decoder (and libpng) use: the same tests as the
+ * probe's, so the output has transparency exactly when the input had it. */
+static bool trns_valid(const kiln_pngdec_info *pi, uint32_t len, uint32_t num_palette)
+{
+	switch (pi->format.color_type) {
+	case KILN_PNG_COLOR_GRAY:
+		return len == 2;
+	case KILN_PNG_COLOR_RGB:
+		return len == 6;
+	case KILN_PNG_COLOR_PALETTE:
+		return num_palette > 0 && len > 0 && len <= num_palette;
+	default:
+		return false;
+	}
+}
+
+/* The first PLTE before the image data (NULL: none), its length in *len. */
+static const uint8_t *first_plte(const uint8_t *data, size_t size, uint32_t *len)
+{
+	for (size_t pos = 8; pos + 12 <= size; pos += 12 + (size_t)be32(data + pos)) {
+		const uint8_t *type = data + pos + 4;
+		if (memcmp(type, "IDAT", 4) == 0 || memcmp(type, "IEND", 4) == 0)
+			break;
+		if (memcmp(type, "PLTE", 4) == 0) {
+			*len = be32(data + pos);
+			return data + pos + 8;
+		}
+	}
+	return NULL;
+}
+
+static kiln_status plan_chunks(const uint8_t *data, size_t size, const kiln_pngdec_info *pi, bool rgba8,
+			       chunk_plan *plan)
+{
+	memset(plan, 0, sizeof *plan);
+	/* at most one entry per chunk: (size - 8) / 12 bounds the count */
+	size_t cap = (size - 8) / 12 + 1;
+	plan->chunks = kiln_calloc(cap, sizeof *plan->chunks);
+	if (!plan->chunks)
+		return KILN_ERR_NOMEM;
+	uint32_t color = pi->format.color_type, depth = pi->format.bit_depth;
+	bool gray = !(color & 2);
+	/* Once, before the image data, in a colour image (a palette image's entries past
+	 * 2^depth are never used, and the encoder refuses them). The probe has refused a bad
+	 * PLTE in a palette image; a bad suggested palette is ignored by readers. */
+	uint32_t plte_len = 0, num_palette = 0;
+	const uint8_t *plte = first_plte(data, size, &plte_len);
+	bool palette_out = plte && !gray && !rgba8 && plte_len > 0 && plte_len % 3 == 0 && plte_len <= 768;
+	if (palette_out) {
+		uint32_t n = plte_len / 3, maxn = color == KILN_PNG_COLOR_PALETTE ? 1u << depth : 256u;
+		num_palette = n < maxn ? n : maxn;
+	} else if (color == KILN_PNG_COLOR_PALETTE && !rgba8) {
+		return KILN_ERR_CORRUPT; /* the probe lets none of these through */
+	}
+	bool seen_plte = false, seen_idat = false;
+	bool seen[KNOWN_COUNT] = {false};
+	size_t pos = 8;
+	while (pos + 12 <= size) {
+		const uint8_t *h = data + pos;
+		uint32_t len = be32(h);
+		const uint8_t *type = h + 4, *d = h + 8;
+		pos += 12 + (size_t)len;
+		if (memcmp(type, "IEND", 4) == 0)
+			break;
+		if (memcmp(type, "IHDR", 4) == 0)
+			continue;
+		if (memcmp(type, "IDAT", 4) == 0) {
+			seen_idat = true;
+			continue;
+		}
+		bool crc_ok = (uint32_t)crc32(crc32(0L, Z_NULL, 0), type, len + 4) == be32(d + len);
+		bool carry = false;
+		if (memcmp(type, "PLTE", 4) == 0) {
+			seen_plte = true;
+			if (d == plte && palette_out)
+				plan->chunks[plan->count++] = (kiln_png_chunk){{'P', 'L', 'T', 'E'}, d, 3 * num_palette};
+			else
+				plan->dropped++;
+			continue;
+		}
+		if (!crc_ok || memcmp(type, "kiSt", 4) == 0) {
+			plan->dropped++;
+			continue;
+		}
+		int k = known_index(type);
+		if (k >= 0) {
+			const known_chunk *kc = &known_chunks[k];
+			switch (kc->place) {
+			case BEFORE_PLTE:
+				carry = !seen_plte && !seen_idat;
+				break;
+			case AFTER_PLTE:
+				carry = !seen_idat && (seen_plte || color != KILN_PNG_COLOR_PALETTE);
+				if (memcmp(type, "hIST", 4) == 0)
+					carry = carry && palette_out;
+				break;
+			case BEFORE_IDAT:
+				carry = !seen_idat;
+				break;
+			default:
+				carry = true;
+			}
+			carry = carry && (kc->multiple || !seen[k]);
+			if (carry && memcmp(type, "tRNS", 4) == 0)
+				carry = trns_valid(pi, len, num_palette);
+			if (rgba8 && (kc->sample_bound || (gray && memcmp(type, "iCCP", 4) == 0)))
+				carry = false;
+			if (carry)
+				seen[k] = true;
+		} else {
+			/* Unknown: safe-to-copy ones (bit 5 of the last letter) only where the
+			 * encoder puts them, between PLTE (or IHDR) and IDAT; the PNG rules forbid
+			 * moving them across a critical chunk. */
+			carry = (type[3] & 0x20) && !seen_idat && (seen_plte || !palette_out);
+		}
+		if (!carry) {
+			plan->dropped++;
+			continue;
+		}
+		plan->chunks[plan->count++] = (kiln_png_chunk){{(char)type[0], (char)type[1], (char)type[2], (char)type[3]},
+							       d, len};
+	}
+	return KILN_OK;
+}
+
+/* ---- the raw samples ---------------------------------------------------------------- */
+
+/* Inflates the IDAT run into *filt (filtered_size bytes, allocated here) and checks the
+ * Adler-32, with the decoder's acceptance: extra data after the image is ignored, as
+ * libpng ignores it. */
+static kiln_status inflate_idat(const uint8_t *data, const kiln_pngdec_info *pi, uint8_t **filt_out,
+				char *err, size_t err_cap)
+{
+	*filt_out = NULL;
+	if (pi->zlib_size < 2) {
+		kiln_msgf(err, err_cap, "IDAT: not enough image data");
+		return KILN_ERR_TRUNCATED;
+	}
+	kiln_status st = KILN_ERR_NOMEM;
+	size_t zlen = (size_t)pi->zlib_size, total = (size_t)pi->filtered_size;
+	const uint8_t *z = data + (size_t)pi->idat_offset + 8;
+	uint8_t *owned = NULL, *filt = NULL;
+	kiln_inflate_tables *t = NULL;
+	if (pi->idat_chunks > 1) {
+		owned = kiln_malloc(zlen);
+		if (!owned)
+			goto fail;
+		size_t p = (size_t)pi->idat_offset, o = 0;
+		for (uint32_t c = 0; c < pi->idat_chunks; c++) {
+			uint32_t l = be32(data + p);
+			memcpy(owned + o, data + p + 8, l);
+			o += l;
+			p += 12 + (size_t)l;
+		}
+		z = owned;
+	}
+	static const char *const header_err[] = {"", "unknown compression method", "invalid window size",
+						  "incorrect header check", "preset dictionary not allowed"};
+	int hc = kiln_zlib_header_check(z[0], z[1]);
+	if (hc != 0) {
+		kiln_msgf(err, err_cap, "IDAT: %s", header_err[hc]);
+		st = KILN_ERR_CORRUPT;
+		goto fail;
+	}
+	/* slack: the inflater's word copies may write a few bytes past a match */
+	filt = kiln_malloc(total + 16);
+	t = kiln_malloc(sizeof *t);
+	if (!filt || !t) {
+		kiln_msgf(err, err_cap, "cannot allocate %zu bytes for the image data", total);
+		goto fail;
+	}
+	size_t out_len = 0, used = 0;
+	int final = 0;
+	int rc = kiln_inflate_raw(t, z + 2, zlen - 2, filt, total, &out_len, &used, 0, &final);
+	if (rc == KILN_INFL_OUTPUT_FULL) {
+		st = KILN_OK;
+		goto done;
+	}
+	if (rc != KILN_INFL_OK) {
+		st = rc == KILN_INFL_ERR_TRUNCATED ? KILN_ERR_TRUNCATED : KILN_ERR_CORRUPT;
+		kiln_msgf(err, err_cap, "IDAT: %s",
+			  rc == KILN_INFL_ERR_TRUNCATED ? "not enough image data (the zlib stream is cut short)"
+			  : rc == KILN_INFL_ERR_DISTANCE ? "invalid distance too far back"
+							 : "invalid deflate data");
+		goto fail;
+	}
+	if (out_len < total) {
+		kiln_msgf(err, err_cap, "IDAT: not enough image data (%zu of %zu bytes)", out_len, total);
+		st = KILN_ERR_TRUNCATED;
+		goto fail;
+	}
+	if (zlen - 2 - used < 4) {
+		kiln_msgf(err, err_cap, "IDAT: the zlib stream ends without its checksum");
+		st = KILN_ERR_TRUNCATED;
+		goto fail;
+	}
+	uLong adler = adler32(0L, Z_NULL, 0);
+	for (size_t done = 0; done < total;) {
+		size_t n = total - done > ((size_t)1 << 30) ? (size_t)1 << 30 : total - done;
+		adler = adler32(adler, filt + done, (uInt)n);
+		done += n;
+	}
+	if ((uint32_t)adler != be32(z + 2 + used)) {
+		kiln_msgf(err, err_cap, "IDAT: incorrect data check (Adler-32)");
+		st = KILN_ERR_CORRUPT;
+		goto fail;
+	}
+	st = KILN_OK;
+done:
+	*filt_out = filt;
+	filt = NULL;
+fail:
+	free(t);
+	free(filt);
+	free(owned);
+	return st;
+}
+
+/* De-filters rows [0, rows) of rb bytes (each after its filter-type byte) in place. */
+static kiln_status defilter(uint8_t *filt, size_t rb, uint32_t rows, uint32_t bpp)
+{
+	for (uint32_t y = 0; y < rows; y++) {
+		uint8_t *row = filt + (size_t)y * (rb + 1);
+		if (row[0] > KILN_PNG_FILTER_PAETH)
+			return KILN_ERR_CORRUPT;
+		kiln_png_unfilter_row(row[0], row + 1, y > 0 ? row - rb : NULL, rb, bpp);
+	}
+	return KILN_OK;
+}
+
+static size_t row_bytes(uint32_t color, uint32_t depth, uint32_t w)
+{
+	return (size_t)(((uint64_t)w * kiln_png_channels(color) * depth + 7) / 8);
+}
+
+/* Adam7 passes (one after another in filt) -> rows of the whole image in raw (zeroed,
+ * height rows of rb bytes). Below 8 bits a pixel is one sample of `depth` bits (gray or
+ * palette), placed by bit position; from 8 bits on whole bytes move. */
+static kiln_status deinterlace(const kiln_pngdec_info *pi, uint8_t *filt, uint8_t *raw, size_t rb)
+{
+	uint32_t color = pi->format.color_type, depth = pi->format.bit_depth;
+	uint32_t bits = kiln_png_channels(color) * depth;
+	size_t off = 0;
+	for (uint32_t p = 0; p < 7; p++) {
+		uint32_t pw, ph;
+		kiln_adam7_pass_size(p, pi->width, pi->height, &pw, &ph);
+		if (pw == 0)
+			continue;
+		size_t prb = row_bytes(color, depth, pw);
+		if (defilter(filt + off, prb, ph, pi->bpp) != KILN_OK)
+			return KILN_ERR_CORRUPT;
+		for (uint32_t j = 0; j < ph; j++) {
+			const uint8_t *src = filt + off + (size_t)j * (prb + 1) + 1;
+			uint8_t *dst = raw + (size_t)(kiln_adam7_y0[p] + j * kiln_adam7_dy[p]) * rb;
+			for (uint32_t i = 0; i < pw; i++) {
+				size_t x = kiln_adam7_x0[p] + (size_t)i * kiln_adam7_dx[p];
+				if (bits >= 8) {
+					memcpy(dst + x * (bits / 8), src + (size_t)i * (bits / 8), bits / 8);
+				} else {
+					uint32_t v = kiln_png_sample(src, i, depth);
+					size_t bit = x * depth;
+					dst[bit >> 3] |= (uint8_t)(v << (bit & 7));
+				}
+			}
+		}
+		off += (prb + 1) * ph;
+	}
+	return KILN_OK;
+}
+
+/* ---- encoding ---------------------------------------------------------------------- */
+
+static kiln_status encode(const kiln_png_transcode_opts *opts, const kiln_pngenc_image *img,
+			  kiln_pool *pool, kiln_buf *out, char *err, size_t err_cap)
+{
+	kiln_pngenc_params params;
+	kiln_pngenc_params_default(&params);
+	params.quality = opts->quality;
+	kiln_status st = kiln_pngenc_check(&params, img);
+	if (st != KILN_OK) {
+		kiln_msgf(err, err_cap, "the encoder refuses the image: %s", kiln_strerror(st));
+		return st;
+	}
+	size_t bound = kiln_pngenc_bound(&params, img);
+	size_t temp_size = kiln_pngenc_cpu_temp_size(&params, img, 1, pool);
+	void *temp = kiln_malloc(temp_size ? temp_size : 1);
+	uint8_t *dst = NULL;
+	size_t start = out->len, written = 0;
+	if (!temp) {
+		kiln_msgf(err, err_cap, "cannot allocate the encoder's scratch (%zu bytes)", temp_size);
+		return KILN_ERR_NOMEM;
+	}
+	if ((st = kiln_buf_extend(out, bound, &dst)) != KILN_OK) {
+		kiln_msgf(err, err_cap, "no room for the output (%zu bytes): %s", bound, kiln_strerror(st));
+		goto fail;
+	}
+	kiln_status img_st = KILN_ERR_INVALID_ARG;
+	st = kiln_pngenc_encode_cpu(&params, img, &dst, &bound, &written, 1, &img_st, temp, temp_size, pool);
+	if (st == KILN_OK)
+		st = img_st;
+	if (st != KILN_OK)
+		kiln_msgf(err, err_cap, "encoding: %s", kiln_strerror(st));
+	out->len = start + (st == KILN_OK ? written : 0);
+fail:
+	free(temp);
+	return st;
+}
+
+kiln_status kiln_png_transcode(const uint8_t *data, size_t size, const kiln_png_transcode_opts *opts,
+			       kiln_pool *pool, kiln_buf *out, kiln_png_transcode_info *info,
+			       char *err, size_t err_cap)
+{
+	kiln_png_transcode_opts defaults;
+	if (!opts) {
+		kiln_png_transcode_opts_default(&defaults);
+		opts = &defaults;
+	}
+	if (info)
+		memset(info, 0, sizeof *info);
+	if (!out) {
+		kiln_msgf(err, err_cap, "no output buffer");
+		return KILN_ERR_INVALID_ARG;
+	}
+	kiln_pngdec_info pi;
+	kiln_status st = kiln_pngdec_probe(data, size, opts->limits, &pi, err, err_cap);
+	if (st != KILN_OK)
+		return st;
+
+	chunk_plan plan;
+	uint8_t *filt = NULL, *raw = NULL;
+	kiln_image rgba = {0};
+	st = plan_chunks(data, size, &pi, opts->rgba8 != 0, &plan);
+	if (st != KILN_OK) {
+		kiln_msgf(err, err_cap, st == KILN_ERR_NOMEM ? "out of memory" : "PLTE: invalid palette");
+		goto fail;
+	}
+	kiln_pngenc_image img = {0};
+	if (opts->rgba8) {
+		st = kiln_png_read(data, size, opts->decoder, opts->limits, pool, &rgba, err, err_cap);
+		if (st != KILN_OK)
+			goto fail;
+		if (rgba.stride > UINT32_MAX) {
+			kiln_msgf(err, err_cap, "%ux%u pixels: rows too long for the encoder", rgba.width, rgba.height);
+			st = KILN_ERR_TOO_LARGE;
+			goto fail;
+		}
+		kiln_surface s = {rgba.pixels, rgba.width, rgba.height, (uint32_t)rgba.stride, rgba.has_alpha};
+		kiln_pngenc_image_from_surface(&s, &img);
+	} else {
+		st = inflate_idat(data, &pi, &filt, err, err_cap);
+		if (st != KILN_OK)
+			goto fail;
+		size_t rb = row_bytes(pi.format.color_type, pi.format.bit_depth, pi.width);
+		img.width = pi.width;
+		img.height = pi.height;
+		img.color_type = (uint8_t)pi.format.color_type;
+		img.bit_depth = (uint8_t)pi.format.bit_depth;
+		if (pi.interlace) {
+			size_t raw_size;
+			if (!kiln_size_mul(rb, pi.height, &raw_size) || !(raw = kiln_calloc(raw_size ? raw_size : 1, 1))) {
+				kiln_msgf(err, err_cap, "cannot allocate the de-interlaced image");
+				st = KILN_ERR_NOMEM;
+				goto fail;
+			}
+			st = deinterlace(&pi, filt, raw, rb);
+			img.pixels = raw;
+			img.stride = rb;
+		} else {
+			st = defilter(filt, rb, pi.height, pi.bpp);
+			img.pixels = filt + 1; /* rows stay behind their filter-type bytes */
+			img.stride = rb + 1;
+		}
+		if (st != KILN_OK) {
+			kiln_msgf(err, err_cap, "IDAT: bad adaptive filter value");
+			goto fail;
+		}
+	}
+	img.chunks = plan.chunks;
+	img.chunk_count = plan.count;
+	size_t start = out->len;
+	st = encode(opts, &img, pool, out, err, err_cap);
+	if (st == KILN_OK && info) {
+		info->bytes = out->len - start;
+		info->width = img.width;
+		info->height = img.height;
+		info->color_type = img.color_type;
+		info->bit_depth = img.bit_depth;
+		info->interlaced = pi.interlace != 0;
+		info->chunks_kept = (uint32_t)plan.count;
+		info->chunks_dropped = plan.dropped;
+	}
+fail:
+	kiln_image_free(&rgba);
+	free(raw);
+	free(filt);
+	free(plan.chunks);
+	return st;
+}
+
+kiln_status kiln_png_transcode_path(const char *in_path, const char *out_path,
+				    const kiln_png_transcode_opts *opts, kiln_pool *pool,
+				    kiln_png_transcode_info *info, char *err, size_t err_cap)
+{
+	kiln_buf in, out;
+	kiln_buf_init(&in, TRANSCODE_FILE_MAX);
+	kiln_buf_init(&out, TRANSCODE_OUT_MAX);
+	kiln_status st = kiln_buf_read_file(&in, in_path);
+	if (st != KILN_OK) {
+		kiln_msgf(err, err_cap, "%s: %s", in_path, kiln_strerror(st));
+		goto fail;
+	}
+	st = kiln_png_transcode(in.data, in.len, opts, pool, &out, info, err, err_cap);
+	if (st != KILN_OK)
+		goto fail;
+	st = kiln_file_write_atomic(out_path, out.data, out.len);
+	if (st != KILN_OK)
+		kiln_msgf(err, err_cap, "writing %s: %s", out_path, kiln_strerror(st));
+fail:
+	kiln_buf_free(&in);
+	kiln_buf_free(&out);
+	return st;
+}
