@@ -336,7 +336,7 @@ static kiln_status deinterlace(const kiln_pngdec_info *pi, uint8_t *filt, uint8_
 				} else {
 					uint32_t v = kiln_png_sample(src, i, depth);
 					size_t bit = x * depth;
-					dst[bit >> 3] |= (uint8_t)(v << (bit & 7));
+					dst[bit >> 3] |= (uint8_t)(v << (8 - depth - (bit & 7)));
 				}
 			}
 		}

@@ -22,6 +22,7 @@
 
 #include "common/buf.h"
 #include "common/png_io.h"
+#include "common/pool.h"
 #include "kernels/png/png_transcode.h"
 #include "tests/unit/testutil.h"
 
@@ -337,6 +338,8 @@ Test(png_transcode, kodak_round_trip)
 {
 	static const char *const names[] = {"kodim01.png", "kodim07.png", "kodim23.png"};
 	static const kiln_quality q[] = {KILN_QUALITY_FAST, KILN_QUALITY_MEDIUM, KILN_QUALITY_HIGH};
+	kiln_pool *pool = NULL;
+	cr_assert_eq(kiln_pool_create(2, &pool), KILN_OK);
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		char path[PATH_MAX];
 		kiln_buf f, out;
@@ -356,11 +359,23 @@ Test(png_transcode, kodak_round_trip)
 		size_t nc = list_chunks(out.data, out.len, c, 64);
 		cr_assert_eq(count_type(c, nc, "kiSt"), 1, "%s: no kiSt chunk", names[i]);
 		cr_assert_gt(count_type(c, nc, "IDAT"), 1, "%s", names[i]);
+		/* which kiln's decoder reads strip by strip to the same pixels */
+		kiln_image x, y;
+		char err[256];
+		cr_assert_eq(kiln_png_decode(f.data, f.len, NULL, &x, err, sizeof err), KILN_OK, "%s", err);
+		cr_assert_eq(kiln_png_read(out.data, out.len, KILN_PNG_DECODER_KILN, NULL, pool, &y, err, sizeof err),
+			     KILN_OK, "%s: %s", names[i], err);
+		for (uint32_t r = 0; r < x.height; r++)
+			cr_assert(memcmp(kiln_image_row(&x, r), kiln_image_row(&y, r), 4 * (size_t)x.width) == 0,
+				  "%s: kiln's decoder, row %u", names[i], r);
+		kiln_image_free(&x);
+		kiln_image_free(&y);
 		free(a.px);
 		free(b.px);
 		kiln_buf_free(&out);
 		kiln_buf_free(&f);
 	}
+	kiln_pool_destroy(pool);
 }
 
 /* ---- chunk rules ---------------------------------------------------------------------- */
