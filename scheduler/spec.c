@@ -170,6 +170,8 @@ static kiln_status check_combination(json_t *norm, char *err, size_t cap)
 		return bad(err, cap, "block: only the astc format has a block footprint");
 	if (astc && !json_object_get(norm, "block"))
 		json_object_set_new(norm, "block", json_string("4x4"));
+	if (strcmp(format, "png") == 0 && json_is_true(json_object_get(norm, "mipmaps")))
+		return bad(err, cap, "mipmaps: a png output holds one image");
 	return KILN_OK;
 }
 

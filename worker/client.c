@@ -256,7 +256,7 @@ static bool send_ready(kiln_client *c)
 	json_object_set_new(msg, "worker", json_string(c->id));
 	json_object_set_new(msg, "slots", json_integer(slots));
 	json_object_set(msg, "devices", c->devices);
-	json_object_set_new(msg, "codecs", json_pack("[ss]", "bc1", "astc"));
+	json_object_set_new(msg, "codecs", json_pack("[sss]", "bc1", "astc", "png"));
 	json_object_set_new(msg, "held", record_ids(c, STATE_BIT(REC_DONE)));
 	return send_msg(c, msg);
 }
@@ -341,18 +341,39 @@ fail:
 
 /* ---- incoming messages ---- */
 
-static kiln_status parse_options(const json_t *o, kiln_texenc_opts *opts, kiln_container *container,
-				 bool *measure_psnr, char *msg, size_t cap)
+/* A shard's options into spec (opts, container, measure_psnr, png_out). */
+static kiln_status parse_options(const json_t *o, kiln_shard_spec *spec, char *msg, size_t cap)
 {
+	kiln_texenc_opts *opts = &spec->opts;
+	kiln_container *container = &spec->container;
 	kiln_texenc_opts_default(opts);
 	*container = KILN_CONTAINER_DDS;
-	*measure_psnr = json_is_true(json_object_get(o, "measure_psnr"));
+	spec->measure_psnr = json_is_true(json_object_get(o, "measure_psnr"));
 	const char *s;
 	const json_t *v;
 	bool astc = (s = json_string_value(json_object_get(o, "format"))) && strcmp(s, "astc") == 0;
-	if (s && !astc && strcmp(s, "bc1") != 0) {
-		kiln_msgf(msg, cap, "format '%.32s' is not supported by this worker (bc1, astc)", s);
+	spec->png_out = s && strcmp(s, "png") == 0;
+	if (s && !astc && !spec->png_out && strcmp(s, "bc1") != 0) {
+		kiln_msgf(msg, cap, "format '%.32s' is not supported by this worker (bc1, astc, png)", s);
 		return KILN_ERR_UNSUPPORTED;
+	}
+	if (spec->png_out) {
+		/* PNG to PNG: only the quality and the container's name apply */
+		if ((s = json_string_value(json_object_get(o, "quality")))) {
+			int q = kiln_quality_parse(s);
+			if (q < 0) {
+				kiln_msgf(msg, cap, "quality '%.32s' is not fast, medium or high", s);
+				return KILN_ERR_INVALID_ARG;
+			}
+			opts->quality = (kiln_quality)q;
+		}
+		s = json_string_value(json_object_get(o, "container"));
+		if ((s && strcmp(s, "png") != 0) || json_is_true(json_object_get(o, "mipmaps")) ||
+		    json_object_get(o, "block")) {
+			kiln_msgf(msg, cap, "format png writes PNG files: no container but png, no mipmaps, no block");
+			return KILN_ERR_UNSUPPORTED;
+		}
+		return KILN_OK;
 	}
 	if (astc) {
 		unsigned bw = 4, bh = 4;
@@ -432,8 +453,7 @@ static void handle_shard(kiln_client *c, const json_t *msg)
 		.lease = (uint64_t)json_integer_value(json_object_get(msg, "lease")),
 		.count = n,
 	};
-	spec.reject = parse_options(json_object_get(msg, "options"), &spec.opts, &spec.container,
-				    &spec.measure_psnr, reason, sizeof reason);
+	spec.reject = parse_options(json_object_get(msg, "options"), &spec, reason, sizeof reason);
 	spec.reject_msg = reason;
 	kiln_shard_item *list = kiln_calloc(n ? n : 1, sizeof *list);
 	record *rec = kiln_calloc(1, sizeof *rec);

@@ -27,6 +27,7 @@
 #include "common/png_io.h"
 #include "common/pool.h"
 #include "kernels/png/png_dec.h"
+#include "kernels/png/png_transcode.h"
 #include "kernels/astc/astc.h"
 #include "kernels/bc1/bc1.h"
 
@@ -59,6 +60,7 @@ struct shard {
 	kiln_texenc_opts opts;
 	kiln_container container;
 	bool measure_psnr;
+	bool png_out;        /* PNG to PNG: data is the output file once decode is done */
 	atomic_bool cancelled;
 	size_t count;
 	size_t remaining;    /* items not finished; under the pipeline lock */
@@ -461,9 +463,36 @@ static bool decode_on_gpu(const kiln_pipeline *p, const item *it, const kiln_png
 	return false;
 }
 
+/* Format png: the file is re-encoded here (its samples never leave this thread) and goes
+ * straight to upload. The header was probed and the budget reserved by the caller. */
+static void transcode_one(kiln_pipeline *p, item *it, uint64_t t0)
+{
+	char err[200] = "";
+	kiln_png_transcode_opts opts;
+	kiln_png_transcode_opts_default(&opts);
+	opts.quality = it->shard->opts.quality;
+	opts.limits = &p->cfg.limits;
+	kiln_png_transcode_info info;
+	kiln_buf out;
+	kiln_buf_init(&out, MAX_OUTPUT_BYTES);
+	kiln_status st = kiln_png_transcode(it->data.data, it->data.len, &opts, NULL, &out, &info, err, sizeof err);
+	budget_release(p, it->reserved);
+	it->reserved = 0;
+	stage_account(&p->decode, t0, 1);
+	if (st != KILN_OK) {
+		kiln_buf_free(&out);
+		item_finish(p, it, st, "%s: %s", kiln_strerror(st), err);
+		return;
+	}
+	kiln_buf_free(&it->data);
+	it->data = out;
+	it->pixels = (uint64_t)info.width * info.height;
+	item_forward(p, &p->upload.in, it);
+}
+
 /* Reads the header and reserves the pixel budget from it, so a decompression bomb is
  * refused and big images wait for memory before anything is allocated for them; then
- * decodes, or leaves the file for the GPU. */
+ * decodes, or leaves the file for the GPU, or (format png) re-encodes it. */
 static void decode_one(kiln_pipeline *p, item *it)
 {
 	uint32_t w = 0, h = 0;
@@ -472,7 +501,7 @@ static void decode_one(kiln_pipeline *p, item *it)
 	uint64_t t0 = kiln_now_ns();
 	kiln_pngdec_info info;
 	kiln_status st;
-	if (p->cfg.png_decoder == KILN_PNG_DECODER_KILN) {
+	if (p->cfg.png_decoder == KILN_PNG_DECODER_KILN || it->shard->png_out) {
 		/* the whole container is checked here (chunks, CRCs, limits) */
 		st = kiln_pngdec_probe(it->data.data, it->data.len, &p->cfg.limits, &info, err, sizeof err);
 		if (st != KILN_OK) {
@@ -500,6 +529,10 @@ static void decode_one(kiln_pipeline *p, item *it)
 		uint64_t wait = kiln_now_ns();
 		it->reserved = budget_acquire(p, bytes);
 		t0 += kiln_now_ns() - wait; /* waiting for memory is not decoding */
+	}
+	if (it->shard->png_out) {
+		transcode_one(p, it, t0);
+		return;
 	}
 	if (p->cfg.png_decoder == KILN_PNG_DECODER_KILN && decode_on_gpu(p, it, &info)) {
 		it->gpu_decode = true;
@@ -767,13 +800,16 @@ static void *upload_main(void *arg)
 				budget_release(p, it->reserved);
 				it->reserved = 0;
 			}
-			kiln_buf_init(&it->data, MAX_OUTPUT_BYTES);
-			kiln_status cs = open_st != KILN_OK ? open_st
-				       : kiln_container_write(it->shard->container, &it->tex, &it->data);
-			/* reported with the item's result once its upload succeeds */
-			it->pixels = (uint64_t)it->tex.levels[0].width * it->tex.levels[0].height;
-			kiln_texture_free_levels(&it->tex);
-			memset(&it->tex, 0, sizeof it->tex);
+			kiln_status cs = open_st;
+			if (!it->shard->png_out) { /* a PNG's data is its output file already */
+				kiln_buf_init(&it->data, MAX_OUTPUT_BYTES);
+				if (cs == KILN_OK)
+					cs = kiln_container_write(it->shard->container, &it->tex, &it->data);
+				/* reported with the item's result once its upload succeeds */
+				it->pixels = (uint64_t)it->tex.levels[0].width * it->tex.levels[0].height;
+				kiln_texture_free_levels(&it->tex);
+				memset(&it->tex, 0, sizeof it->tex);
+			}
 			if (cs != KILN_OK) {
 				item_finish(p, it, cs, "%s: %s", open_st != KILN_OK ? "storage" : "container",
 					    open_st != KILN_OK ? msg : kiln_strerror(cs));
@@ -962,6 +998,7 @@ kiln_status kiln_pipeline_submit(kiln_pipeline *p, const kiln_shard_spec *spec)
 	s->opts = spec->opts;
 	s->container = spec->container;
 	s->measure_psnr = spec->measure_psnr;
+	s->png_out = spec->png_out;
 	s->remaining = spec->count;
 	atomic_init(&s->cancelled, false);
 

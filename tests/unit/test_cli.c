@@ -204,3 +204,48 @@ Test(cli, png_decoder_option_in_encode_run_and_worker)
 		cr_expect(strstr(slurp("stdout"), "--png-decoder") != NULL, "%s --help", cmds[i]);
 	}
 }
+
+/* Format png through the scheduler and a worker (`kiln run`, the REST path): every input
+ * becomes a PNG written by kiln's codec with the same pixels; a bad input fails alone. */
+Test(cli, run_format_png_transcodes_through_the_worker)
+{
+	char bad[256];
+	snprintf(bad, sizeof bad, "%s/in/zz-broken.png", dir);
+	FILE *f = fopen(bad, "wb");
+	cr_assert_not_null(f);
+	fputs("\x89PNG\r\n\x1a\n not really", f);
+	fclose(f);
+	int rc = kiln("run -q --json --format png --quality fast --input %s/in --output %s/png", dir, dir);
+	cr_assert_eq(rc, 1, "%s", slurp("stderr"));
+	json_error_t jerr;
+	json_t *job = json_loads(slurp("stdout"), 0, &jerr);
+	cr_assert_not_null(job, "%s", jerr.text);
+	json_t *failures = json_object_get(job, "failures");
+	cr_expect_eq(json_array_size(failures), 1);
+	unlink(bad);
+	json_decref(job);
+	/* every sample went through: same pixels, a PNG that is kiln's (kiSt strips or not) */
+	const char *names[] = {"gradient", "checker-alpha", "noise", "solid-5x3", "pixel", "wide"};
+	int checked = 0;
+	for (int i = 0; i < 6; i++) {
+		char a[256], b[256];
+		snprintf(a, sizeof a, "%s/in/%s.png", dir, names[i]);
+		snprintf(b, sizeof b, "%s/png/%s.png", dir, names[i]);
+		if (access(a, F_OK) != 0)
+			continue;
+		kiln_image ia, ib;
+		cr_assert_eq(kiln_png_read_file(a, NULL, &ia, NULL, 0), KILN_OK, "%s", a);
+		cr_assert_eq(kiln_png_read_file(b, NULL, &ib, NULL, 0), KILN_OK, "%s", b);
+		cr_assert_eq(ia.width, ib.width);
+		cr_assert_eq(ia.height, ib.height);
+		for (uint32_t y = 0; y < ia.height; y++)
+			cr_assert(memcmp(kiln_image_row(&ia, y), kiln_image_row(&ib, y), (size_t)ia.width * 4) == 0,
+				  "%s row %u", names[i], y);
+		kiln_image_free(&ia);
+		kiln_image_free(&ib);
+		checked++;
+	}
+	cr_expect_eq(checked, 6, "kiln samples writes these six");
+	cr_expect_eq(kiln("run -q --format png --mipmaps --input %s/in --output %s/png2", dir, dir), 2,
+		     "%s", slurp("stderr"));
+}

@@ -300,9 +300,10 @@ Test(worker_client, ready_announces_slots_devices_and_codecs)
 	cr_expect_str_eq(str(json_array_get(devices, 0), "id"), "cpu");
 	cr_expect_gt(json_integer_value(json_object_get(json_array_get(devices, 0), "threads")), 0);
 	json_t *codecs = json_object_get(ready, "codecs");
-	cr_expect_eq(json_array_size(codecs), 2);
+	cr_expect_eq(json_array_size(codecs), 3);
 	cr_expect_str_eq(json_string_value(json_array_get(codecs, 0)), "bc1");
 	cr_expect_str_eq(json_string_value(json_array_get(codecs, 1)), "astc");
+	cr_expect_str_eq(json_string_value(json_array_get(codecs, 2)), "png");
 	cr_expect_eq(json_array_size(json_object_get(ready, "held")), 0);
 	char host[128] = "";
 	gethostname(host, sizeof host);
@@ -540,12 +541,12 @@ Test(worker_client, unsupported_options_fail_every_item_with_a_reason)
 	start_worker("");
 	json_decref(expect_ready(5000));
 	static const char *const names[] = {"gradient.png", "pixel.png"};
-	sched_send(&sched, make_shard("j5", "j5.s0", 1, names, 2, json_pack("{s:s}", "format", "png")));
+	sched_send(&sched, make_shard("j5", "j5.s0", 1, names, 2, json_pack("{s:s}", "format", "webp")));
 	json_t *res = sched_expect(&sched, KILN_MSG_RESULT, 5000);
 	for (size_t i = 0; i < 2; i++) {
 		json_t *it = json_array_get(json_object_get(res, "items"), i);
 		cr_expect_str_eq(str(it, "status"), "error");
-		cr_expect(strstr(str(it, "error"), "png") != NULL, "%s", str(it, "error"));
+		cr_expect(strstr(str(it, "error"), "webp") != NULL, "%s", str(it, "error"));
 	}
 	json_decref(res);
 	/* astc is supported, but an .astc file holds no mip chain */
