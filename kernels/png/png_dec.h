@@ -55,6 +55,19 @@ typedef struct kiln_pngdec_info {
 kiln_status kiln_pngdec_probe(const uint8_t *data, size_t size, const kiln_image_limits *limits,
 			      kiln_pngdec_info *info, char *err, size_t err_cap);
 
+/* The IDAT data of a probed file as one contiguous zlib stream, its 2-byte header checked
+ * (err says what is wrong with it): the chunk's own bytes when there is one IDAT, else a
+ * copy in *owned, which the caller frees (NULL when no copy was made). */
+kiln_status kiln_pngdec_zlib_stream(const uint8_t *data, const kiln_pngdec_info *info, const uint8_t **z,
+				    uint8_t **owned, char *err, size_t err_cap);
+
+/* Inflates the whole zlib stream z (from kiln_pngdec_zlib_stream) into filt
+ * (info->filtered_size bytes plus 16 of slack for the inflater's word copies) on the calling
+ * thread and checks its Adler-32. Compressed data after the image is ignored, as libpng
+ * ignores it. */
+kiln_status kiln_pngdec_inflate(const kiln_pngdec_info *info, const uint8_t *z, uint8_t *filt, char *err,
+				size_t cap);
+
 /* Decodes into rgba (height rows of stride >= 4 * width bytes, caller-owned). Probes first
  * (info may be NULL; when given it receives the probe's result). Uses the kiSt strips on
  * the pool when the file has them (pool NULL: on the calling thread). Allocates only its

@@ -27,29 +27,42 @@ kiln_status kiln_pngdec_probe(const uint8_t *data, size_t size, const kiln_image
 	return kiln_png_parse(data, size, limits, info ? info : &local, err, err_cap);
 }
 
-/* The IDAT run as one contiguous zlib stream: the chunk's own bytes when there is one
- * chunk, else a copy in *owned. */
-static kiln_status gather_zlib(const uint8_t *data, const kiln_pngdec_info *info, const uint8_t **z,
-			       uint8_t **owned)
+kiln_status kiln_pngdec_zlib_stream(const uint8_t *data, const kiln_pngdec_info *info, const uint8_t **z,
+				    uint8_t **owned, char *err, size_t err_cap)
 {
 	*owned = NULL;
+	*z = NULL;
+	if (info->zlib_size < 2) {
+		kiln_msgf(err, err_cap, "IDAT: not enough image data");
+		return KILN_ERR_TRUNCATED;
+	}
 	size_t p = (size_t)info->idat_offset;
-	if (info->idat_chunks == 1) {
-		*z = data + p + 8;
-		return KILN_OK;
+	const uint8_t *stream = data + p + 8;
+	if (info->idat_chunks > 1) {
+		uint8_t *buf = malloc((size_t)info->zlib_size);
+		if (!buf) {
+			kiln_msgf(err, err_cap, "cannot allocate the zlib stream");
+			return KILN_ERR_NOMEM;
+		}
+		size_t o = 0;
+		for (uint32_t c = 0; c < info->idat_chunks; c++) {
+			uint32_t l = kiln_png_be32(data + p);
+			memcpy(buf + o, data + p + 8, l);
+			o += l;
+			p += 12 + (size_t)l;
+		}
+		stream = *owned = buf;
 	}
-	uint8_t *buf = malloc(info->zlib_size ? (size_t)info->zlib_size : 1);
-	if (!buf)
-		return KILN_ERR_NOMEM;
-	size_t o = 0;
-	for (uint32_t c = 0; c < info->idat_chunks; c++) {
-		uint32_t l = kiln_png_be32(data + p);
-		memcpy(buf + o, data + p + 8, l);
-		o += l;
-		p += 12 + (size_t)l;
+	static const char *const header_err[] = {"", "unknown compression method", "invalid window size",
+						  "incorrect header check", "preset dictionary not allowed"};
+	int hc = kiln_zlib_header_check(stream[0], stream[1]);
+	if (hc != 0) {
+		kiln_msgf(err, err_cap, "IDAT: %s", header_err[hc]);
+		free(*owned);
+		*owned = NULL;
+		return KILN_ERR_CORRUPT;
 	}
-	*z = buf;
-	*owned = buf;
+	*z = stream;
 	return KILN_OK;
 }
 
@@ -112,8 +125,8 @@ static kiln_status defilter_adam7(const kiln_pngdec_info *info, uint8_t *filt, u
 
 /* Inflates the whole stream and checks its Adler-32 trailer; a stream holding more data
  * than the image is accepted without that check, as libpng accepts it. */
-static kiln_status inflate_serial(const kiln_pngdec_info *info, const uint8_t *z, uint8_t *filt,
-				  char *err, size_t cap)
+kiln_status kiln_pngdec_inflate(const kiln_pngdec_info *info, const uint8_t *z, uint8_t *filt, char *err,
+				size_t cap)
 {
 	kiln_inflate_tables *t = malloc(sizeof *t);
 	if (!t)
@@ -269,25 +282,11 @@ kiln_status kiln_pngdec_decode_cpu_pool(const uint8_t *data, size_t size,
 		kiln_msgf(err, err_cap, "output buffer too small");
 		return KILN_ERR_INVALID_ARG;
 	}
-	if (info.zlib_size < 2) {
-		kiln_msgf(err, err_cap, "IDAT: not enough image data");
-		return KILN_ERR_TRUNCATED;
-	}
 	const uint8_t *z = NULL;
 	uint8_t *owned = NULL, *filt = NULL;
-	st = gather_zlib(data, &info, &z, &owned);
-	if (st != KILN_OK) {
-		kiln_msgf(err, err_cap, "cannot allocate the zlib stream");
+	st = kiln_pngdec_zlib_stream(data, &info, &z, &owned, err, err_cap);
+	if (st != KILN_OK)
 		return st;
-	}
-	static const char *const header_err[] = {"", "unknown compression method", "invalid window size",
-						  "incorrect header check", "preset dictionary not allowed"};
-	int hc = kiln_zlib_header_check(z[0], z[1]);
-	if (hc != 0) {
-		kiln_msgf(err, err_cap, "IDAT: %s", header_err[hc]);
-		st = KILN_ERR_CORRUPT;
-		goto fail;
-	}
 	/* The word-copy fast path of the inflater may write 7 bytes past a match inside the
 	 * output; the slack keeps even the last strip's writes inside the allocation. */
 	filt = malloc((size_t)info.filtered_size + 16);
@@ -302,7 +301,7 @@ kiln_status kiln_pngdec_decode_cpu_pool(const uint8_t *data, size_t size,
 		if (r != 0)
 			goto fail; /* decoded (st OK) or a definite error */
 	}
-	st = inflate_serial(&info, z, filt, err, err_cap);
+	st = kiln_pngdec_inflate(&info, z, filt, err, err_cap);
 	if (st != KILN_OK)
 		goto fail;
 	st = info.interlace ? defilter_adam7(&info, filt, rgba, stride)

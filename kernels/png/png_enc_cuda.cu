@@ -131,7 +131,7 @@ __global__ void pngenc_filter_kernel(const png_plan *plans, uint32_t count, uint
 						uint32_t ul = b >= bpp ? src_byte(pl, prev, b - bpp) : 0;
 						c[2] += png_filter_cost_byte((uint8_t)(x - up));
 						c[3] += png_filter_cost_byte((uint8_t)(x - ((a + up) >> 1)));
-						c[4] += png_filter_cost_byte((uint8_t)(x - png_paeth(a, up, ul)));
+						c[4] += png_filter_cost_byte((uint8_t)(x - kiln_png_paeth(a, up, ul)));
 					}
 				}
 				uint32_t cost[5];
@@ -152,7 +152,7 @@ __global__ void pngenc_filter_kernel(const png_plan *plans, uint32_t count, uint
 				uint32_t ul = prev && b >= bpp ? src_byte(pl, prev, b - bpp) : 0;
 				uint32_t pred = type == PNG_FILTER_SUB ? a : type == PNG_FILTER_UP ? up
 					      : type == PNG_FILTER_AVG ? (a + up) >> 1
-					      : type == PNG_FILTER_PAETH ? png_paeth(a, up, ul) : 0;
+					      : type == PNG_FILTER_PAETH ? kiln_png_paeth(a, up, ul) : 0;
 				out[1 + b] = (uint8_t)(x - pred);
 			}
 		}

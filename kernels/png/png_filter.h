@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "kernels/kiln_hd.h"
+#include "kernels/png/png_defilter.h" /* kiln_png_paeth: one predictor for both directions */
 
 #define PNG_FILTER_NONE 0
 #define PNG_FILTER_SUB 1
@@ -25,18 +26,6 @@
 #define PNG_FILTER_PAETH 4
 /* The mode value meaning "choose per row" (png_choose_filter). */
 #define PNG_FILTER_ADAPTIVE (-1)
-
-KILN_HD uint32_t png_paeth(uint32_t a, uint32_t b, uint32_t c)
-{
-	int32_t p = (int32_t)a + (int32_t)b - (int32_t)c;
-	int32_t pa = p - (int32_t)a, pb = p - (int32_t)b, pc = p - (int32_t)c;
-	pa = pa < 0 ? -pa : pa;
-	pb = pb < 0 ? -pb : pb;
-	pc = pc < 0 ? -pc : pc;
-	if (pa <= pb && pa <= pc)
-		return a;
-	return pb <= pc ? b : c;
-}
 
 /* Byte i of `row` filtered with `type` (prev NULL: a row of zeros above). */
 KILN_HD uint8_t png_filter_byte(int type, const uint8_t *row, const uint8_t *prev, uint32_t i,
@@ -54,7 +43,7 @@ KILN_HD uint8_t png_filter_byte(int type, const uint8_t *row, const uint8_t *pre
 	case PNG_FILTER_AVG:
 		return (uint8_t)(x - ((a + b) >> 1));
 	case PNG_FILTER_PAETH:
-		return (uint8_t)(x - png_paeth(a, b, c));
+		return (uint8_t)(x - kiln_png_paeth(a, b, c));
 	default:
 		return (uint8_t)x;
 	}
@@ -82,7 +71,7 @@ KILN_HD void png_filter_costs(const uint8_t *row, const uint8_t *prev, uint32_t 
 			uint32_t c = i >= bpp ? prev[i - bpp] : 0;
 			c2 += png_filter_cost_byte((uint8_t)(x - b));
 			c3 += png_filter_cost_byte((uint8_t)(x - ((a + b) >> 1)));
-			c4 += png_filter_cost_byte((uint8_t)(x - png_paeth(a, b, c)));
+			c4 += png_filter_cost_byte((uint8_t)(x - kiln_png_paeth(a, b, c)));
 		}
 	}
 	cost[0] = c0;

@@ -55,11 +55,6 @@ static const known_chunk known_chunks[] = {
 };
 #define KNOWN_COUNT (sizeof known_chunks / sizeof known_chunks[0])
 
-static uint32_t be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static int known_index(const uint8_t *type)
 {
 	for (size_t k = 0; k < KNOWN_COUNT; k++)
@@ -94,12 +89,12 @@ static bool trns_valid(const kiln_pngdec_info *pi, uint32_t len, uint32_t num_pa
 /* The first PLTE before the image data (NULL: none), its length in *len. */
 static const uint8_t *first_plte(const uint8_t *data, size_t size, uint32_t *len)
 {
-	for (size_t pos = 8; pos + 12 <= size; pos += 12 + (size_t)be32(data + pos)) {
+	for (size_t pos = 8; pos + 12 <= size; pos += 12 + (size_t)kiln_png_be32(data + pos)) {
 		const uint8_t *type = data + pos + 4;
 		if (memcmp(type, "IDAT", 4) == 0 || memcmp(type, "IEND", 4) == 0)
 			break;
 		if (memcmp(type, "PLTE", 4) == 0) {
-			*len = be32(data + pos);
+			*len = kiln_png_be32(data + pos);
 			return data + pos + 8;
 		}
 	}
@@ -134,7 +129,7 @@ static kiln_status plan_chunks(const uint8_t *data, size_t size, const kiln_pngd
 	size_t pos = 8;
 	while (pos + 12 <= size) {
 		const uint8_t *h = data + pos;
-		uint32_t len = be32(h);
+		uint32_t len = kiln_png_be32(h);
 		const uint8_t *type = h + 4, *d = h + 8;
 		pos += 12 + (size_t)len;
 		if (memcmp(type, "IEND", 4) == 0)
@@ -145,7 +140,7 @@ static kiln_status plan_chunks(const uint8_t *data, size_t size, const kiln_pngd
 			seen_idat = true;
 			continue;
 		}
-		bool crc_ok = (uint32_t)crc32(crc32(0L, Z_NULL, 0), type, len + 4) == be32(d + len);
+		bool crc_ok = (uint32_t)crc32(crc32(0L, Z_NULL, 0), type, len + 4) == kiln_png_be32(d + len);
 		bool carry = false;
 		if (memcmp(type, "PLTE", 4) == 0) {
 			seen_plte = true;
@@ -203,91 +198,29 @@ static kiln_status plan_chunks(const uint8_t *data, size_t size, const kiln_pngd
 /* ---- the raw samples ---------------------------------------------------------------- */
 
 /* Inflates the IDAT run into *filt (filtered_size bytes, allocated here) and checks the
- * Adler-32, with the decoder's acceptance: extra data after the image is ignored, as
- * libpng ignores it. */
+ * Adler-32, with the decoder's acceptance. */
 static kiln_status inflate_idat(const uint8_t *data, const kiln_pngdec_info *pi, uint8_t **filt_out,
 				char *err, size_t err_cap)
 {
 	*filt_out = NULL;
-	if (pi->zlib_size < 2) {
-		kiln_msgf(err, err_cap, "IDAT: not enough image data");
-		return KILN_ERR_TRUNCATED;
-	}
-	kiln_status st = KILN_ERR_NOMEM;
-	size_t zlen = (size_t)pi->zlib_size, total = (size_t)pi->filtered_size;
-	const uint8_t *z = data + (size_t)pi->idat_offset + 8;
-	uint8_t *owned = NULL, *filt = NULL;
-	kiln_inflate_tables *t = NULL;
-	if (pi->idat_chunks > 1) {
-		owned = kiln_malloc(zlen);
-		if (!owned)
-			goto fail;
-		size_t p = (size_t)pi->idat_offset, o = 0;
-		for (uint32_t c = 0; c < pi->idat_chunks; c++) {
-			uint32_t l = be32(data + p);
-			memcpy(owned + o, data + p + 8, l);
-			o += l;
-			p += 12 + (size_t)l;
-		}
-		z = owned;
-	}
-	static const char *const header_err[] = {"", "unknown compression method", "invalid window size",
-						  "incorrect header check", "preset dictionary not allowed"};
-	int hc = kiln_zlib_header_check(z[0], z[1]);
-	if (hc != 0) {
-		kiln_msgf(err, err_cap, "IDAT: %s", header_err[hc]);
-		st = KILN_ERR_CORRUPT;
-		goto fail;
-	}
+	const uint8_t *z = NULL;
+	uint8_t *owned = NULL;
+	kiln_status st = kiln_pngdec_zlib_stream(data, pi, &z, &owned, err, err_cap);
+	if (st != KILN_OK)
+		return st;
 	/* slack: the inflater's word copies may write a few bytes past a match */
-	filt = kiln_malloc(total + 16);
-	t = kiln_malloc(sizeof *t);
-	if (!filt || !t) {
-		kiln_msgf(err, err_cap, "cannot allocate %zu bytes for the image data", total);
-		goto fail;
+	uint8_t *filt = kiln_malloc((size_t)pi->filtered_size + 16);
+	if (!filt) {
+		kiln_msgf(err, err_cap, "cannot allocate %llu bytes for the image data",
+			  (unsigned long long)pi->filtered_size);
+		st = KILN_ERR_NOMEM;
+	} else {
+		st = kiln_pngdec_inflate(pi, z, filt, err, err_cap);
 	}
-	size_t out_len = 0, used = 0;
-	int final = 0;
-	int rc = kiln_inflate_raw(t, z + 2, zlen - 2, filt, total, &out_len, &used, 0, &final);
-	if (rc == KILN_INFL_OUTPUT_FULL) {
-		st = KILN_OK;
-		goto done;
+	if (st == KILN_OK) {
+		*filt_out = filt;
+		filt = NULL;
 	}
-	if (rc != KILN_INFL_OK) {
-		st = rc == KILN_INFL_ERR_TRUNCATED ? KILN_ERR_TRUNCATED : KILN_ERR_CORRUPT;
-		kiln_msgf(err, err_cap, "IDAT: %s",
-			  rc == KILN_INFL_ERR_TRUNCATED ? "not enough image data (the zlib stream is cut short)"
-			  : rc == KILN_INFL_ERR_DISTANCE ? "invalid distance too far back"
-							 : "invalid deflate data");
-		goto fail;
-	}
-	if (out_len < total) {
-		kiln_msgf(err, err_cap, "IDAT: not enough image data (%zu of %zu bytes)", out_len, total);
-		st = KILN_ERR_TRUNCATED;
-		goto fail;
-	}
-	if (zlen - 2 - used < 4) {
-		kiln_msgf(err, err_cap, "IDAT: the zlib stream ends without its checksum");
-		st = KILN_ERR_TRUNCATED;
-		goto fail;
-	}
-	uLong adler = adler32(0L, Z_NULL, 0);
-	for (size_t done = 0; done < total;) {
-		size_t n = total - done > ((size_t)1 << 30) ? (size_t)1 << 30 : total - done;
-		adler = adler32(adler, filt + done, (uInt)n);
-		done += n;
-	}
-	if ((uint32_t)adler != be32(z + 2 + used)) {
-		kiln_msgf(err, err_cap, "IDAT: incorrect data check (Adler-32)");
-		st = KILN_ERR_CORRUPT;
-		goto fail;
-	}
-	st = KILN_OK;
-done:
-	*filt_out = filt;
-	filt = NULL;
-fail:
-	free(t);
 	free(filt);
 	free(owned);
 	return st;
