@@ -18,12 +18,30 @@
 
 #define SHARD_ITEMS 32
 
+/* What a run encodes to: BC1 DDS at two qualities, and ASTC 4x4 .astc (the worker issue's
+ * second end-to-end case). */
+typedef struct codec_setting {
+	const char *name;        /* in labels */
+	const char *what;        /* in the table */
+	kiln_texfmt format;
+	kiln_quality quality;
+	kiln_container container;
+	size_t cpu_count, gpu_count; /* images per run, sized to the backends' speed */
+} codec_setting;
+
+static const codec_setting settings[] = {
+	{"fast", "BC1 DDS", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_FAST, KILN_CONTAINER_DDS, 96, 1920},
+	{"high", "BC1 DDS", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_HIGH, KILN_CONTAINER_DDS, 24, 1920},
+	{"astc4x4-fast", "ASTC 4x4 .astc", KILN_TEXFMT_ASTC, KILN_QUALITY_FAST, KILN_CONTAINER_ASTC, 24, 96},
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
 /* One configuration: the devices it runs on and what it measured. */
 typedef struct worker_run {
 	const char *label;       /* folder name and table text */
 	kiln_device devices[KILN_PIPELINE_MAX_DEVICES];
 	size_t ndevices;
-	kiln_quality quality;
+	const codec_setting *setting;
 	size_t count;            /* images */
 	double seconds;
 	uint64_t pixels;
@@ -58,7 +76,7 @@ static void stats_minus(kiln_pipeline_stage_stats *a, const kiln_pipeline_stage_
 static const char *input_folder = "in";
 
 static kiln_status run_items(kiln_pipeline *p, const char *dir, const char *label, size_t first, size_t count,
-			     const kiln_texenc_opts *opts)
+			     const kiln_texenc_opts *opts, kiln_container container)
 {
 	static char inputs[SHARD_ITEMS][512], outputs[SHARD_ITEMS][512];
 	kiln_shard_item items[SHARD_ITEMS];
@@ -68,13 +86,13 @@ static kiln_status run_items(kiln_pipeline *p, const char *dir, const char *labe
 			size_t k = first + done + i;
 			snprintf(inputs[i], sizeof inputs[i], "%s/%s/kodim%02zu.png", dir, input_folder,
 				 k % BENCH_KODAK_COUNT + 1);
-			snprintf(outputs[i], sizeof outputs[i], "%s/out/%s/%zu.dds", dir, label, k);
+			snprintf(outputs[i], sizeof outputs[i], "%s/out/%s/%zu.out", dir, label, k);
 			items[i] = (kiln_shard_item){.id = k, .input = inputs[i], .output = outputs[i]};
 		}
 		char shard[64];
 		snprintf(shard, sizeof shard, "%s.%zu", label, first + done);
 		kiln_shard_spec spec = {.job = label, .shard = shard, .lease = 1, .opts = *opts,
-					.container = KILN_CONTAINER_DDS, .items = items, .count = n};
+					.container = container, .items = items, .count = n};
 		kiln_status st = kiln_pipeline_submit(p, &spec);
 		if (st != KILN_OK)
 			return st;
@@ -100,18 +118,20 @@ static kiln_status run_pipeline(const bench_opts *opts, const bench_set *set, co
 		return st;
 	kiln_texenc_opts topts;
 	kiln_texenc_opts_default(&topts);
-	topts.quality = run->quality;
+	topts.quality = run->setting->quality;
+	topts.format = run->setting->format;
+	kiln_container container = run->setting->container;
 	outcome.failed = 0;
 	outcome.first_error[0] = '\0';
 	/* A warm-up shard (not on the CPU at high quality, where one image takes seconds): device
 	 * buffers, page cache, thread start-up stay out of the figures. */
 	kiln_pipeline_stats before;
-	if (!opts->quick && (run->devices[0].kind == KILN_DEVICE_GPU || run->quality != KILN_QUALITY_HIGH))
-		st = run_items(p, dir, run->label, run->count, 8 * run->ndevices, &topts);
+	if (!opts->quick && (run->devices[0].kind == KILN_DEVICE_GPU || run->setting->cpu_count > 24))
+		st = run_items(p, dir, run->label, run->count, 8 * run->ndevices, &topts, container);
 	kiln_pipeline_stats_get(p, &before);
 	double t0 = bench_now();
 	if (st == KILN_OK)
-		st = run_items(p, dir, run->label, 0, run->count, &topts);
+		st = run_items(p, dir, run->label, 0, run->count, &topts, container);
 	run->seconds = bench_now() - t0;
 	kiln_pipeline_stats_get(p, &run->stats);
 	stats_minus(&run->stats.fetch, &before.fetch);
@@ -129,16 +149,12 @@ static kiln_status run_pipeline(const bench_opts *opts, const bench_set *set, co
 	return st;
 }
 
-static const char *quality_name(kiln_quality q)
-{
-	return q == KILN_QUALITY_FAST ? "fast" : q == KILN_QUALITY_MEDIUM ? "medium" : "high";
-}
-
 /* The rows of one run: throughput, then each stage, then the limit. */
 static void report_run(bench_section *sec, const worker_run *run)
 {
 	char what[160], kiln[48], anchor[48], ratio[32];
-	snprintf(what, sizeof what, "%s: %zu Kodak PNG -> BC1 DDS, end to end", run->label, run->count);
+	snprintf(what, sizeof what, "%s: %zu Kodak PNG -> %s, end to end", run->label, run->count,
+		 run->setting->what);
 	snprintf(kiln, sizeof kiln, "%.1f images/s", (double)run->count / run->seconds);
 	snprintf(anchor, sizeof anchor, "%.1f Mpix/s", (double)run->pixels / run->seconds / 1e6);
 	snprintf(ratio, sizeof ratio, "%.2f s, %llu batches", run->seconds, (unsigned long long)run->stats.batches);
@@ -180,8 +196,8 @@ static bool same_outputs(const char *dir, const char *a, const char *b, size_t c
 	bool same = true;
 	for (size_t i = 0; i < count && same; i++) {
 		char pa[256], pb[256];
-		snprintf(pa, sizeof pa, "%s/out/%s/%zu.dds", dir, a, i);
-		snprintf(pb, sizeof pb, "%s/out/%s/%zu.dds", dir, b, i);
+		snprintf(pa, sizeof pa, "%s/out/%s/%zu.out", dir, a, i);
+		snprintf(pb, sizeof pb, "%s/out/%s/%zu.out", dir, b, i);
 		same = kiln_buf_read_file(&fa, pa) == KILN_OK && kiln_buf_read_file(&fb, pb) == KILN_OK &&
 		       fa.len == fb.len && memcmp(fa.data, fb.data, fa.len) == 0;
 		if (!same)
@@ -260,9 +276,8 @@ int bench_worker(const bench_opts *opts, const bench_set *set, bench_report *rep
 			"As above with every GPU of the machine as a device (one encode thread each).");
 	/* GPU runs again on strip-layout inputs, which the GPUs decode themselves */
 	static const char *const folders[] = {"in", "in-strips"};
-	static const kiln_quality qualities[] = {KILN_QUALITY_FAST, KILN_QUALITY_HIGH};
-	size_t cpu_written[2] = {0, 0};  /* CPU outputs to compare the GPUs' with */
-	for (int q = 0; q < 2; q++) {
+	size_t cpu_written[NSETTINGS] = {0};  /* CPU outputs to compare the GPUs' with */
+	for (size_t q = 0; q < NSETTINGS; q++) {
 		for (int r = 0; r < 6; r++) {
 			int b = r % 3, in = r / 3;
 			if (!sec[b] || (b == 0 && in))
@@ -270,19 +285,17 @@ int bench_worker(const bench_opts *opts, const bench_set *set, bench_report *rep
 			input_folder = folders[in];
 			static const char *const labels[] = {"cpu", "gpu0", "gpus"};
 			char label[40];
-			snprintf(label, sizeof label, "%s-%s%s", labels[b], quality_name(qualities[q]), in ? "-strips" : "");
-			worker_run run = {.label = label, .quality = qualities[q]};
+			snprintf(label, sizeof label, "%s-%s%s", labels[b], settings[q].name, in ? "-strips" : "");
+			worker_run run = {.label = label, .setting = &settings[q]};
 			if (b == 0) {
 				run.devices[0].kind = KILN_DEVICE_CPU;
 				run.ndevices = 1;
-				/* the CPU encodes Kodak at high quality at ~1 Mpix/s per core */
-				bool high = qualities[q] == KILN_QUALITY_HIGH;
-				run.count = opts->quick ? (high ? 8 : 24) : (high ? 24 : 96);
+				run.count = opts->quick ? (settings[q].cpu_count + 3) / 4 : settings[q].cpu_count;
 			} else {
 				run.ndevices = b == 1 ? 1 : (size_t)(gpus < KILN_PIPELINE_MAX_DEVICES ? gpus : KILN_PIPELINE_MAX_DEVICES);
 				for (size_t d = 0; d < run.ndevices; d++)
 					run.devices[d] = (kiln_device){KILN_DEVICE_GPU, (int)d};
-				run.count = opts->quick ? 96 : 1920 * run.ndevices;
+				run.count = (opts->quick ? 96 : settings[q].gpu_count) * run.ndevices;
 			}
 			kiln_status st = run_pipeline(opts, set, dir, &run, err, sizeof err);
 			if (st != KILN_OK || run.failed) {
@@ -296,8 +309,8 @@ int bench_worker(const bench_opts *opts, const bench_set *set, bench_report *rep
 			if (b == 0)
 				cpu_written[q] = run.count;
 			if (b > 0 && cpu_written[q]) {
-				char cpu_label[32], what[160];
-				snprintf(cpu_label, sizeof cpu_label, "cpu-%s", quality_name(qualities[q]));
+				char cpu_label[40], what[160];
+				snprintf(cpu_label, sizeof cpu_label, "cpu-%s", settings[q].name);
 				bool same = same_outputs(dir, cpu_label, label, cpu_written[q], err, sizeof err);
 				snprintf(what, sizeof what, "%s: first %zu outputs == CPU backend's", label, cpu_written[q]);
 				bench_row_text(sec[b], what, same ? "OK" : "MISMATCH", same ? NULL : err, NULL);
