@@ -101,15 +101,11 @@ typedef struct kiln_pngdec_gpu_file {
  * per-strip state). */
 size_t kiln_pngdec_temp_size(const kiln_pngdec_gpu_file *files, size_t count);
 
-/* Decodes count files on the current GPU, on `stream`: four kernels in sequence (IDAT
- * gather, inflate with a warp per kiSt strip or per file, strip verdict with serial
- * fallback, de-filter wave over 32-row bands), all queued; the call returns at once.
- * files and status are host arrays; d_temp is device memory of kiln_pngdec_temp_size
- * bytes. status[i] is set here for files refused up front (!gpu_ok: KILN_ERR_UNSUPPORTED,
- * decode them with the CPU path; bad pointers or stride: KILN_ERR_INVALID_ARG) and KILN_OK
- * for the others; after the stream is synchronised, kiln_pngdec_gpu_status adds the
- * device's verdicts. Never allocates; one bad file never fails the batch. Returns
- * KILN_ERR_CUDA only when a launch or copy itself failed. */
+/* Decodes count files on the current GPU, on `stream` (a few kernels in sequence), and
+ * returns once the work is queued. files and status are host arrays. Files whose info says
+ * !gpu_ok get KILN_ERR_UNSUPPORTED at once (decode them with the CPU path); what the
+ * device finds (bad deflate data, Adler-32) comes from kiln_pngdec_gpu_status after the
+ * stream is synchronised. Never allocates; one bad file never fails the batch. */
 kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files, size_t count,
 				   kiln_status *status, void *d_temp, size_t temp_size,
 				   kiln_stream stream);
