@@ -112,7 +112,6 @@ void kiln_pipeline_config_init(kiln_pipeline_config *cfg)
 	cfg->devices[0].kind = KILN_DEVICE_CPU;
 	cfg->ndevices = 1;
 	cfg->fetch_threads = 4;
-	cfg->upload_threads = 4;
 	cfg->batch = KILN_PIPELINE_MAX_BATCH;
 	kiln_image_limits_default(&cfg->limits);
 	cfg->max_input_bytes = DEFAULT_MAX_INPUT;
@@ -906,7 +905,7 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 	kiln_msgf(msg, msg_cap, "%s", "");
 	if (!cfg->report || cfg->ndevices == 0 || cfg->ndevices > KILN_PIPELINE_MAX_DEVICES ||
 	    cfg->batch == 0 || cfg->batch > KILN_PIPELINE_MAX_BATCH || !cfg->fetch_threads ||
-	    !cfg->upload_threads || !cfg->max_input_bytes || !cfg->pixel_budget) {
+	    !cfg->max_input_bytes || !cfg->pixel_budget) {
 		kiln_msgf(msg, msg_cap, "invalid pipeline configuration");
 		return KILN_ERR_INVALID_ARG;
 	}
@@ -923,8 +922,8 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->changed, NULL);
 
-	/* Every pipeline has the CPU pool: GPU threads encode formats without a GPU backend
-	 * on it. Its threads sleep until then. */
+	/* The CPU backend's pool, used by a CPU device's encoder (its threads sleep in a
+	 * pipeline of GPUs only). */
 	if ((st = kiln_pool_create(cfg->cpu_threads, &p->cpu_pool)) != KILN_OK) {
 		kiln_msgf(msg, msg_cap, "cannot start the CPU encoder threads");
 		goto fail;
@@ -939,7 +938,8 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 	}
 	unsigned decoders = cfg->decode_threads ? cfg->decode_threads : kiln_cpu_count();
 	size_t in_flight = (size_t)cfg->batch * 2 * cfg->ndevices; /* one batch encoding, one ready */
-	if ((st = stage_start(p, &p->upload, cfg->upload_threads, in_flight, upload_main)) != KILN_OK ||
+	unsigned uploaders = cfg->upload_threads ? cfg->upload_threads : 4 * (unsigned)cfg->ndevices;
+	if ((st = stage_start(p, &p->upload, uploaders, in_flight, upload_main)) != KILN_OK ||
 	    (st = stage_start(p, &p->encode, (unsigned)cfg->ndevices, in_flight, encode_main)) != KILN_OK ||
 	    (st = stage_start(p, &p->decode, decoders, (size_t)decoders * 2, decode_main)) != KILN_OK ||
 	    (st = stage_start(p, &p->fetch, cfg->fetch_threads, 0, fetch_main)) != KILN_OK) {

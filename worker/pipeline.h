@@ -69,7 +69,8 @@ typedef struct kiln_pipeline_config {
 	unsigned cpu_threads;      /* encode pool of the CPU backend; 0: all cores */
 	unsigned decode_threads;   /* 0: all cores */
 	unsigned fetch_threads;    /* parallel fetches (4) */
-	unsigned upload_threads;   /* parallel uploads (4) */
+	unsigned upload_threads;   /* parallel uploads; 0 (the default): 4 per device, as every
+				    * device's encoder feeds the one upload stage */
 	unsigned batch;            /* images per encode batch, 1..KILN_PIPELINE_MAX_BATCH (32) */
 	kiln_image_limits limits;  /* checked from the PNG header, before decoding */
 	/* kiln's decoder (default): on a GPU device, files travel compressed to the encode
