@@ -357,16 +357,16 @@ static kiln_status parse_options(const json_t *o, kiln_shard_spec *spec, char *m
 		kiln_msgf(msg, cap, "format '%.32s' is not supported by this worker (bc1, astc, png)", s);
 		return KILN_ERR_UNSUPPORTED;
 	}
+	if ((s = json_string_value(json_object_get(o, "quality")))) {
+		int q = kiln_quality_parse(s);
+		if (q < 0) {
+			kiln_msgf(msg, cap, "quality '%.32s' is not fast, medium or high", s);
+			return KILN_ERR_INVALID_ARG;
+		}
+		opts->quality = (kiln_quality)q;
+	}
 	if (spec->png_out) {
 		/* PNG to PNG: only the quality and the container's name apply */
-		if ((s = json_string_value(json_object_get(o, "quality")))) {
-			int q = kiln_quality_parse(s);
-			if (q < 0) {
-				kiln_msgf(msg, cap, "quality '%.32s' is not fast, medium or high", s);
-				return KILN_ERR_INVALID_ARG;
-			}
-			opts->quality = (kiln_quality)q;
-		}
 		s = json_string_value(json_object_get(o, "container"));
 		if ((s && strcmp(s, "png") != 0) || json_is_true(json_object_get(o, "mipmaps")) ||
 		    json_object_get(o, "block")) {
@@ -390,14 +390,6 @@ static kiln_status parse_options(const json_t *o, kiln_shard_spec *spec, char *m
 	} else if (json_object_get(o, "block")) {
 		kiln_msgf(msg, cap, "option 'block' is for astc, not bc1");
 		return KILN_ERR_UNSUPPORTED;
-	}
-	if ((s = json_string_value(json_object_get(o, "quality")))) {
-		int q = kiln_quality_parse(s);
-		if (q < 0) {
-			kiln_msgf(msg, cap, "quality '%.32s' is not fast, medium or high", s);
-			return KILN_ERR_INVALID_ARG;
-		}
-		opts->quality = (kiln_quality)q;
 	}
 	if ((s = json_string_value(json_object_get(o, "container")))) {
 		int k = kiln_container_parse(s);

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "common/png_io.h"
-#include "kernels/png/png_check.h"
 #include "kernels/png/png_file.h"
 #include "kernels/texenc.h"
+#include "tests/png_breaker.h"
 
 #define NFILES 9
 
@@ -31,31 +31,6 @@ static void random_png(kiln_buf *out, uint32_t w, uint32_t h, uint32_t seed, boo
 	kiln_image_free(&img);
 }
 
-/* Flips a byte inside the first IDAT's compressed data and fixes the chunk's CRC, so the
- * container is sound and only the deflate stream is broken. */
-static void corrupt_idat(kiln_buf *png)
-{
-	size_t pos = 8;
-	while (pos + 12 <= png->len) {
-		uint32_t len = (uint32_t)png->data[pos] << 24 | png->data[pos + 1] << 16 | png->data[pos + 2] << 8 |
-			       png->data[pos + 3];
-		if (memcmp(png->data + pos + 4, "IDAT", 4) == 0) {
-			cr_assert(len > 16);
-			for (size_t k = 4; k < len - 4; k += 7)
-				png->data[pos + 8 + k] ^= 0x5a;
-			uint32_t table[256];
-			for (uint32_t i = 0; i < 256; i++)
-				table[i] = kiln_crc32_table_entry(i);
-			uint32_t crc = kiln_crc32_update_table(table, 0, png->data + pos + 4, len + 4);
-			uint8_t *c = png->data + pos + 8 + len;
-			c[0] = (uint8_t)(crc >> 24), c[1] = (uint8_t)(crc >> 16), c[2] = (uint8_t)(crc >> 8), c[3] = (uint8_t)crc;
-			return;
-		}
-		pos += 12 + len;
-	}
-	cr_assert_fail("no IDAT");
-}
-
 static void check_same_textures(const kiln_texture *a, const kiln_texture *b)
 {
 	cr_assert_eq(a->num_levels, b->num_levels);
@@ -72,7 +47,7 @@ static void run_formats(kiln_texfmt format)
 	kiln_buf files[NFILES];
 	for (int i = 0; i < NFILES; i++)
 		random_png(&files[i], 13 + 29 * (uint32_t)i, 7 + 11 * (uint32_t)i, (uint32_t)i, i % 3 == 1);
-	corrupt_idat(&files[4]);
+	cr_assert(png_break_idat(files[4].data, files[4].len, 4, 7, 0x5a));
 
 	kiln_pool *pool;
 	cr_assert_eq(kiln_pool_create(2, &pool), KILN_OK);
