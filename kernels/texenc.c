@@ -880,7 +880,8 @@ kiln_status kiln_texenc_submit_png(kiln_texenc *enc, const kiln_texenc_png *file
 			continue;
 		}
 		/* the CPU backend, or a file the GPU decoder does not take (16-bit, Adam7) */
-		pre[i] = kiln_pngdec_decode_image(files[i].data, files[i].size, NULL, &images[i], enc->pool, NULL, 0);
+		pre[i] = kiln_pngdec_decode_probed_image(files[i].data, &files[i].info, NULL, &images[i], enc->pool,
+							 NULL, 0);
 	}
 	kiln_status st = submit_batch(enc, images, files, on_device, pre, count, ticket);
 	/* submit has copied (GPU) or encoded (CPU) the host pixels: they can go */

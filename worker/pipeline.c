@@ -540,9 +540,11 @@ static void decode_one(kiln_pipeline *p, item *it)
 		item_forward(p, &p->encode.in, it);
 		return;
 	}
-	/* A header that did not probe is decoded anyway: libpng stops at it with the reason. */
-	st = kiln_png_read(it->data.data, it->data.len, p->cfg.png_decoder, &p->cfg.limits, NULL, &it->image,
-			   err, sizeof err);
+	if (p->cfg.png_decoder == KILN_PNG_DECODER_KILN) /* probed above: not parsed again */
+		st = kiln_pngdec_decode_probed_image(it->data.data, &info, &p->cfg.limits, &it->image, NULL, err,
+						     sizeof err);
+	else /* a header that did not probe is decoded anyway: libpng stops at it with the reason */
+		st = kiln_png_decode(it->data.data, it->data.len, &p->cfg.limits, &it->image, err, sizeof err);
 	stage_account(&p->decode, t0, 1);
 	if (st != KILN_OK) {
 		item_finish(p, it, st, "%s: %s", kiln_strerror(st), err);

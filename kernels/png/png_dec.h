@@ -86,6 +86,12 @@ kiln_status kiln_pngdec_decode_image(const uint8_t *data, size_t size,
 				     const kiln_image_limits *limits, kiln_image *out,
 				     kiln_pool *pool, char *err, size_t err_cap);
 
+/* The same for a file already probed (info is kiln_pngdec_probe's result for these bytes):
+ * the container is not parsed and checked again. */
+kiln_status kiln_pngdec_decode_probed_image(const uint8_t *data, const kiln_pngdec_info *info,
+					   const kiln_image_limits *limits, kiln_image *out,
+					   kiln_pool *pool, char *err, size_t err_cap);
+
 /* ---- GPU ------------------------------------------------------------------------------ */
 
 /* One file of a GPU batch: its bytes and destination in device memory, its probe. */

@@ -267,24 +267,18 @@ static int decode_strips(const uint8_t *data, const kiln_pngdec_info *info, cons
 	return result;
 }
 
-kiln_status kiln_pngdec_decode_cpu_pool(const uint8_t *data, size_t size,
-					const kiln_image_limits *limits, uint8_t *rgba,
-					size_t stride, kiln_pngdec_info *info_out, kiln_pool *pool,
-					char *err, size_t err_cap)
+/* Decodes a file whose probe is `info` (the container was checked there: not again). */
+static kiln_status decode_probed(const uint8_t *data, const kiln_pngdec_info *probed, uint8_t *rgba,
+				 size_t stride, kiln_pool *pool, char *err, size_t err_cap)
 {
-	kiln_pngdec_info info;
-	kiln_status st = kiln_png_parse(data, size, limits, &info, err, err_cap);
-	if (info_out)
-		*info_out = info;
-	if (st != KILN_OK)
-		return st;
+	kiln_pngdec_info info = *probed;
 	if (!rgba || stride < 4 * (size_t)info.width) {
 		kiln_msgf(err, err_cap, "output buffer too small");
 		return KILN_ERR_INVALID_ARG;
 	}
 	const uint8_t *z = NULL;
 	uint8_t *owned = NULL, *filt = NULL;
-	st = kiln_pngdec_zlib_stream(data, &info, &z, &owned, err, err_cap);
+	kiln_status st = kiln_pngdec_zlib_stream(data, &info, &z, &owned, err, err_cap);
 	if (st != KILN_OK)
 		return st;
 	/* The word-copy fast path of the inflater may write 7 bytes past a match inside the
@@ -314,11 +308,47 @@ fail:
 	return st;
 }
 
+kiln_status kiln_pngdec_decode_cpu_pool(const uint8_t *data, size_t size,
+					const kiln_image_limits *limits, uint8_t *rgba,
+					size_t stride, kiln_pngdec_info *info_out, kiln_pool *pool,
+					char *err, size_t err_cap)
+{
+	kiln_pngdec_info info;
+	kiln_status st = kiln_png_parse(data, size, limits, &info, err, err_cap);
+	if (info_out)
+		*info_out = info;
+	if (st != KILN_OK)
+		return st;
+	return decode_probed(data, &info, rgba, stride, pool, err, err_cap);
+}
+
 kiln_status kiln_pngdec_decode_cpu(const uint8_t *data, size_t size, const kiln_image_limits *limits,
 				   uint8_t *rgba, size_t stride, kiln_pngdec_info *info, char *err,
 				   size_t err_cap)
 {
 	return kiln_pngdec_decode_cpu_pool(data, size, limits, rgba, stride, info, NULL, err, err_cap);
+}
+
+kiln_status kiln_pngdec_decode_probed_image(const uint8_t *data, const kiln_pngdec_info *info,
+					   const kiln_image_limits *limits, kiln_image *out,
+					   kiln_pool *pool, char *err, size_t err_cap)
+{
+	memset(out, 0, sizeof *out);
+	kiln_image img;
+	kiln_status st = kiln_image_alloc(&img, info->width, info->height, limits);
+	if (st != KILN_OK) {
+		kiln_msgf(err, err_cap, "cannot allocate %ux%u pixels", info->width, info->height);
+		return st;
+	}
+	st = decode_probed(data, info, img.pixels, img.stride, pool, err, err_cap);
+	if (st != KILN_OK) {
+		kiln_image_free(&img);
+		return st;
+	}
+	img.has_alpha = info->has_alpha != 0;
+	img.srgb = info->srgb != 0;
+	*out = img;
+	return KILN_OK;
 }
 
 kiln_status kiln_pngdec_decode_image(const uint8_t *data, size_t size,
@@ -332,20 +362,5 @@ kiln_status kiln_pngdec_decode_image(const uint8_t *data, size_t size,
 	kiln_status st = kiln_png_parse(data, size, limits, &info, err, err_cap);
 	if (st != KILN_OK)
 		return st;
-	kiln_image img;
-	st = kiln_image_alloc(&img, info.width, info.height, limits);
-	if (st != KILN_OK) {
-		kiln_msgf(err, err_cap, "cannot allocate %ux%u pixels", info.width, info.height);
-		return st;
-	}
-	st = kiln_pngdec_decode_cpu_pool(data, size, limits, img.pixels, img.stride, NULL, pool, err,
-					 err_cap);
-	if (st != KILN_OK) {
-		kiln_image_free(&img);
-		return st;
-	}
-	img.has_alpha = info.has_alpha != 0;
-	img.srgb = info.srgb != 0;
-	*out = img;
-	return KILN_OK;
+	return kiln_pngdec_decode_probed_image(data, &info, limits, out, pool, err, err_cap);
 }

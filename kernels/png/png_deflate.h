@@ -392,6 +392,23 @@ KILN_HD void png_bw_bytes(png_bitw *w, const uint8_t *p, uint32_t len)
 }
 #endif
 
+/* Ends a strip's deflate data: the last strip ends with its final block, any other with a
+ * full flush (an empty stored block: 3 header bits, padding to a byte, 00 00 FF FF), so the
+ * next strip starts byte-aligned with a fresh window. Both writers, so both backends. */
+KILN_HD void png_bw_end_strip(png_bitw *w, int last)
+{
+	if (!last) {
+		png_bw_put(w, 0, 3);
+		png_bw_align(w);
+		png_bw_byte(w, 0x00);
+		png_bw_byte(w, 0x00);
+		png_bw_byte(w, 0xFF);
+		png_bw_byte(w, 0xFF);
+	} else {
+		png_bw_align(w);
+	}
+}
+
 /* ---- blocks ----------------------------------------------------------------------------- */
 
 /* A token: a literal byte (dist 0) or a match: dist << 16 | length. */
@@ -857,17 +874,7 @@ KILN_HD size_t png_deflate_strip(const uint8_t *d, uint32_t n, uint32_t rowlen, 
 		len = p < n ? png_find_match(&m, p, &dist) : 0;
 	}
 	png_write_block(&w, &t, tokens, ntok, d + block_start, n - block_start, last);
-	if (!last) {
-		/* full flush: an empty stored block ends byte-aligned with 00 00 FF FF */
-		png_bw_put(&w, 0, 3);
-		png_bw_align(&w);
-		png_bw_byte(&w, 0x00);
-		png_bw_byte(&w, 0x00);
-		png_bw_byte(&w, 0xFF);
-		png_bw_byte(&w, 0xFF);
-	} else {
-		png_bw_align(&w);
-	}
+	png_bw_end_strip(&w, last);
 	return w.overflow ? 0 : (size_t)((png_bw_bits(&w) + 7) / 8);
 }
 

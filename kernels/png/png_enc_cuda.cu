@@ -464,16 +464,7 @@ __device__ static uint32_t warp_deflate_strip(defl_shared *sh, const uint8_t *d,
 	}
 	warp_write_block(sh, &w, tokens, ntok, d + block_start, n - block_start, last, lane);
 	if (lane == 0) {
-		if (!last) {
-			png_bw_put(&w, 0, 3);
-			png_bw_align(&w);
-			png_bw_byte(&w, 0x00);
-			png_bw_byte(&w, 0x00);
-			png_bw_byte(&w, 0xFF);
-			png_bw_byte(&w, 0xFF);
-		} else {
-			png_bw_align(&w);
-		}
+		png_bw_end_strip(&w, last);
 		sh->bits = w.bits;
 	}
 	__syncwarp();
