@@ -1,6 +1,7 @@
 /* kiln encode: PNG files to BC1 textures in DDS or KTX 2.0, or ASTC textures in .astc or
- * KTX 2.0, in batches, on the CPU or a GPU (ASTC: the CPU only, for now); or PNG files
- * re-encoded as PNG by kiln's own codec (--format png, the CPU, kernels/png/png_transcode.h).
+ * KTX 2.0, in batches, on the CPU or a GPU; or PNG files re-encoded as PNG by kiln's own
+ * codec (--format png: read on the CPU, kernels/png/png_transcode.h, and encoded in batches
+ * on the CPU or a GPU, kernels/png/png_runner.h).
  * A bad input is reported and skipped; the others are still written (exit code 1). */
 #include <getopt.h>
 #include <jansson.h>
@@ -16,11 +17,13 @@
 #include "common/fileio.h"
 #include "common/log.h"
 #include "kernels/png/png_file.h"
+#include "kernels/png/png_runner.h"
 #include "kernels/png/png_transcode.h"
 #include "kernels/astc/astc.h"
 #include "kernels/texenc.h"
 
 #define MAX_PATH_LEN 4096
+#define PNG_INPUT_MAX ((size_t)1 << 30) /* as kiln_png_read_path */
 
 static const char usage_text[] =
 	"usage: kiln encode [OPTIONS] INPUT.png... -o OUT\n"
@@ -33,7 +36,7 @@ static const char usage_text[] =
 	"options:\n"
 	"  --format bc1|astc|png         texture format (default bc1); png: a PNG file (.png) with\n"
 	"                                the input's colour type, bit depth and colour/text chunks,\n"
-	"                                not interlaced, in kiln's parallel-decodable layout (the CPU)\n"
+	"                                not interlaced, in kiln's parallel-decodable layout\n"
 	"  --png-rgba8                   with --format png: 8-bit RGBA (RGB when opaque) instead\n"
 	"  --block WxH                   ASTC footprint: 4x4 5x4 5x5 6x5 6x6 8x5 8x6 8x8 10x5\n"
 	"                                10x6 10x8 10x10 12x10 12x12 (default 4x4)\n"
@@ -66,7 +69,7 @@ typedef struct encode_args {
 	kiln_texenc_opts opts;
 	kiln_container container;
 	bool container_set, block_set;
-	bool png;           /* --format png: kiln_png_transcode, no texture encoder */
+	bool png;           /* --format png: PNG sources and a PNG runner, no texture encoder */
 	bool png_rgba8;
 	bool alpha_set, colorspace_set;
 	kiln_device device;
@@ -323,15 +326,94 @@ typedef struct read_job {
 	const encode_args *args;
 	item_result *items;
 	kiln_image *images;
+	kiln_buf *files;          /* not NULL: files the GPU decodes stay undecoded here */
+	kiln_pngdec_info *infos;
 } read_job;
 
 static void read_range(void *p, size_t begin, size_t end)
 {
 	read_job *job = p;
-	for (size_t i = begin; i < end; i++)
-		job->items[i].status = kiln_png_read_path(job->items[i].input, job->args->png_decoder,
-							  &job->args->limits, NULL, &job->images[i],
-							  job->items[i].detail, sizeof job->items[i].detail);
+	for (size_t i = begin; i < end; i++) {
+		item_result *it = &job->items[i];
+		if (!job->files) {
+			it->status = kiln_png_read_path(it->input, job->args->png_decoder, &job->args->limits, NULL,
+							&job->images[i], it->detail, sizeof it->detail);
+			continue;
+		}
+		kiln_buf *f = &job->files[i];
+		kiln_buf_init(f, PNG_INPUT_MAX);
+		it->status = kiln_buf_read_file(f, it->input);
+		if (it->status != KILN_OK) {
+			snprintf(it->detail, sizeof it->detail, "%.200s: %s", it->input, kiln_strerror(it->status));
+			continue;
+		}
+		it->status = kiln_pngdec_probe(f->data, f->len, &job->args->limits, &job->infos[i], it->detail,
+					       sizeof it->detail);
+		if (it->status != KILN_OK || kiln_texenc_png_gpu_decodes(&job->infos[i]))
+			continue;
+		it->status = kiln_pngdec_decode_probed_image(f->data, &job->infos[i], &job->args->limits,
+							     &job->images[i], NULL, it->detail, sizeof it->detail);
+		kiln_buf_free(f);
+	}
+}
+
+/* --device gpu with kiln's decoder: the files the GPU decodes go in PNG batches, the rest
+ * (decoded by read_range) in one batch of images; results land at each item's index.
+ * Returns the first whole-batch failure. */
+static kiln_status encode_split(kiln_texenc *enc, const item_result *items, const kiln_image *images,
+				const kiln_buf *files, const kiln_pngdec_info *infos, size_t n, kiln_texture *tex,
+				kiln_status *enc_status)
+{
+	kiln_status st = KILN_ERR_NOMEM;
+	size_t *which = kiln_calloc(n, sizeof *which);
+	kiln_image *imgs = kiln_calloc(n, sizeof *imgs);
+	kiln_texture *t = kiln_calloc(n, sizeof *t);
+	kiln_status *ts = kiln_calloc(n, sizeof *ts);
+	if (!which || !imgs || !t || !ts)
+		goto fail;
+	st = KILN_OK;
+	/* pass 0: decoded images, one batch; pass 1: files, batches the texenc takes */
+	for (int pass = 0; pass < 2; pass++) {
+		size_t m = 0;
+		for (size_t i = 0; i < n; i++)
+			if (items[i].status == KILN_OK && (files[i].data != NULL) == (pass == 1))
+				which[m++] = i;
+		size_t step = pass ? KILN_TEXENC_MAX_PNG_BATCH : (m ? m : 1);
+		for (size_t first = 0; first < m; first += step) {
+			size_t k = m - first < step ? m - first : step;
+			kiln_status bs;
+			if (pass == 0) {
+				for (size_t j = 0; j < k; j++)
+					imgs[j] = images[which[first + j]];
+				bs = kiln_texenc_encode(enc, imgs, k, t, ts);
+			} else {
+				kiln_texenc_png png[KILN_TEXENC_MAX_PNG_BATCH];
+				for (size_t j = 0; j < k; j++) {
+					size_t i = which[first + j];
+					png[j] = (kiln_texenc_png){files[i].data, files[i].len, infos[i]};
+				}
+				uint64_t ticket;
+				bs = kiln_texenc_submit_png(enc, png, k, &ticket);
+				if (bs == KILN_OK)
+					bs = kiln_texenc_collect(enc, ticket, t, ts);
+				else
+					for (size_t j = 0; j < k; j++)
+						ts[j] = bs;
+			}
+			if (st == KILN_OK)
+				st = bs;
+			for (size_t j = 0; j < k; j++) {
+				tex[which[first + j]] = t[j];
+				enc_status[which[first + j]] = ts[j];
+			}
+		}
+	}
+fail:
+	free(which);
+	free(imgs);
+	free(t);
+	free(ts);
+	return st;
 }
 
 static void write_output(const encode_args *a, item_result *item, kiln_texture *tex)
@@ -352,18 +434,25 @@ static void write_output(const encode_args *a, item_result *item, kiln_texture *
 }
 
 /* Reads, encodes and writes items [first, first+n). */
-static kiln_status run_batch(const encode_args *a, kiln_texenc *enc, kiln_pool *pool,
+static kiln_status run_batch(const encode_args *a, kiln_texenc *enc, bool gpu, kiln_pool *pool,
 			     item_result *items, size_t n)
 {
 	kiln_status st = KILN_ERR_NOMEM;
 	kiln_image *images = kiln_calloc(n, sizeof *images);
 	kiln_texture *tex = kiln_calloc(n, sizeof *tex);
 	kiln_status *enc_status = kiln_calloc(n, sizeof *enc_status);
-	if (!images || !tex || !enc_status)
+	/* on a GPU with kiln's decoder, files it decodes faster than the host are read only */
+	bool split = gpu && a->png_decoder == KILN_PNG_DECODER_KILN;
+	kiln_buf *files = split ? kiln_calloc(n, sizeof *files) : NULL;
+	kiln_pngdec_info *infos = split ? kiln_calloc(n, sizeof *infos) : NULL;
+	if (!images || !tex || !enc_status || (split && (!files || !infos)))
 		goto fail;
-	read_job job = {a, items, images};
+	read_job job = {a, items, images, files, infos};
 	kiln_pool_for(pool, n, 1, read_range, &job);
-	st = kiln_texenc_encode(enc, images, n, tex, enc_status);
+	if (split)
+		st = encode_split(enc, items, images, files, infos, n, tex, enc_status);
+	else
+		st = kiln_texenc_encode(enc, images, n, tex, enc_status);
 	for (size_t i = 0; i < n; i++) {
 		if (items[i].status != KILN_OK)
 			continue; /* the read failed and said why */
@@ -371,56 +460,118 @@ static kiln_status run_batch(const encode_args *a, kiln_texenc *enc, kiln_pool *
 		if (enc_status[i] == KILN_OK)
 			write_output(a, &items[i], &tex[i]);
 		else
-			snprintf(items[i].detail, sizeof items[i].detail, "encoding");
+			snprintf(items[i].detail, sizeof items[i].detail, "%s",
+				 files && files[i].data ? "decoding on the GPU and encoding" : "encoding");
 		kiln_texture_free_levels(&tex[i]);
 	}
 fail:
 	for (size_t i = 0; images && i < n; i++)
 		kiln_image_free(&images[i]);
+	for (size_t i = 0; files && i < n; i++)
+		kiln_buf_free(&files[i]);
+	free(files);
+	free(infos);
 	free(images);
 	free(tex);
 	free(enc_status);
 	return st;
 }
 
+/* --format png: the inputs read, and their samples, for one batch. */
 typedef struct png_job {
 	const encode_args *args;
 	item_result *items;
-	kiln_pool *inner;  /* the encoder's pool: only when the items are not spread over it */
+	kiln_buf *files;
+	kiln_png_source *srcs;
 } png_job;
 
-static void transcode_range(void *p, size_t begin, size_t end)
+static void png_opts_of(const encode_args *a, kiln_png_transcode_opts *opts)
+{
+	kiln_png_transcode_opts_default(opts);
+	opts->quality = a->opts.quality;
+	opts->rgba8 = a->png_rgba8;
+	opts->decoder = a->png_decoder;
+	opts->limits = &a->limits;
+}
+
+static void read_sources(void *p, size_t begin, size_t end)
 {
 	png_job *job = p;
 	kiln_png_transcode_opts opts;
-	kiln_png_transcode_opts_default(&opts);
-	opts.quality = job->args->opts.quality;
-	opts.rgba8 = job->args->png_rgba8;
-	opts.decoder = job->args->png_decoder;
-	opts.limits = &job->args->limits;
+	png_opts_of(job->args, &opts);
 	for (size_t i = begin; i < end; i++) {
 		item_result *it = &job->items[i];
-		kiln_png_transcode_info info;
-		it->status = kiln_png_transcode_path(it->input, it->output, &opts, job->inner, &info, it->detail,
-						     sizeof it->detail);
-		if (it->status != KILN_OK)
+		kiln_buf_init(&job->files[i], PNG_INPUT_MAX);
+		it->status = kiln_buf_read_file(&job->files[i], it->input);
+		if (it->status != KILN_OK) {
+			snprintf(it->detail, sizeof it->detail, "%s: %s", it->input, kiln_strerror(it->status));
 			continue;
-		it->width = info.width;
-		it->height = info.height;
-		it->levels = 1;
-		it->bytes = (size_t)info.bytes;
+		}
+		it->status = kiln_png_source_read(job->files[i].data, job->files[i].len, NULL, &opts, NULL,
+						  &job->srcs[i], it->detail, sizeof it->detail);
 	}
 }
 
-/* --format png: each item read, re-encoded and written on its own (one per pool thread;
- * a batch of one gets the whole pool for its strips). */
-static void run_png_batch(const encode_args *a, kiln_pool *pool, item_result *items, size_t n)
+/* --format png: items [first, first+n) read in parallel, encoded as one batch on the
+ * device, written. Returns what stopped the whole batch (the runner explains it). */
+static kiln_status run_png_batch(const encode_args *a, kiln_pngenc_runner *runner, kiln_pool *pool,
+				 item_result *items, size_t n)
 {
-	png_job job = {a, items, n == 1 ? pool : NULL};
-	if (n == 1)
-		transcode_range(&job, 0, 1);
-	else
-		kiln_pool_for(pool, n, 1, transcode_range, &job);
+	kiln_status st = KILN_ERR_NOMEM;
+	kiln_buf *files = kiln_calloc(n, sizeof *files), *out = kiln_calloc(n, sizeof *out);
+	kiln_png_source *srcs = kiln_calloc(n, sizeof *srcs);
+	kiln_png_source **batch = kiln_calloc(n, sizeof *batch);
+	kiln_status *enc_status = kiln_calloc(n, sizeof *enc_status);
+	size_t *which = kiln_calloc(n, sizeof *which);
+	if (!files || !out || !srcs || !batch || !enc_status || !which) {
+		for (size_t i = 0; i < n; i++)
+			items[i].status = KILN_ERR_NOMEM;
+		goto fail;
+	}
+	png_job job = {a, items, files, srcs};
+	kiln_pool_for(pool, n, 1, read_sources, &job);
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (items[i].status != KILN_OK)
+			continue; /* the read failed and said why */
+		batch[m] = &srcs[i];
+		kiln_buf_init(&out[m], (size_t)1 << 34);
+		which[m++] = i;
+	}
+	kiln_png_transcode_opts opts;
+	png_opts_of(a, &opts);
+	char why[200] = "";
+	st = kiln_png_source_encode(runner, &opts, batch, m, out, enc_status, why, sizeof why);
+	for (size_t k = 0; k < m; k++) {
+		item_result *it = &items[which[k]];
+		it->status = st != KILN_OK ? st : enc_status[k];
+		if (it->status != KILN_OK) {
+			snprintf(it->detail, sizeof it->detail, "encoding%s%s", st != KILN_OK ? ": " : "", why);
+			continue;
+		}
+		it->status = kiln_file_write_atomic(it->output, out[k].data, out[k].len);
+		if (it->status != KILN_OK) {
+			snprintf(it->detail, sizeof it->detail, "writing %.200s", it->output);
+			continue;
+		}
+		it->width = batch[k]->info.width;
+		it->height = batch[k]->info.height;
+		it->levels = 1;
+		it->bytes = (size_t)batch[k]->info.bytes;
+	}
+fail:
+	for (size_t i = 0; i < n && files && out && srcs; i++) {
+		kiln_png_source_free(&srcs[i]);
+		kiln_buf_free(&files[i]);
+		kiln_buf_free(&out[i]);
+	}
+	free(files);
+	free(out);
+	free(srcs);
+	free(batch);
+	free(enc_status);
+	free(which);
+	return st;
 }
 
 static void print_json(const encode_args *a, const item_result *items, const kiln_device *dev,
@@ -463,6 +614,7 @@ int cli_encode(int argc, char **argv)
 
 	kiln_pool *pool = NULL;
 	kiln_texenc *enc = NULL;
+	kiln_pngenc_runner *runner = NULL;
 	kiln_device dev;
 	item_result *items = kiln_calloc(a.ninputs, sizeof *items);
 	if (!items) {
@@ -473,7 +625,7 @@ int cli_encode(int argc, char **argv)
 	if (rc != CLI_EXIT_OK)
 		goto fail;
 	rc = CLI_EXIT_FATAL;
-	bool gpu_format = !a.png && kiln_texenc_gpu_supported(a.opts.format);
+	bool gpu_format = a.png || kiln_texenc_gpu_supported(a.opts.format);
 	if (!gpu_format && a.device.kind == KILN_DEVICE_GPU) {
 		fprintf(stderr, "kiln encode: this format has no GPU backend: use --device cpu (or auto)\n");
 		goto fail;
@@ -487,6 +639,8 @@ int cli_encode(int argc, char **argv)
 		goto fail;
 	}
 	if ((st = kiln_pool_create((unsigned)a.threads, &pool)) != KILN_OK ||
+	    (a.png && (st = kiln_pngenc_runner_create(&dev, dev.kind == KILN_DEVICE_CPU ? pool : NULL, &runner)) !=
+			      KILN_OK) ||
 	    (!a.png && (st = kiln_texenc_create(&dev, &a.opts, pool, &enc)) != KILN_OK)) {
 		fprintf(stderr, "kiln encode: cannot start the encoder: %s %s\n", kiln_strerror(st),
 			dev.kind == KILN_DEVICE_GPU ? kiln_gpu_last_error() : "");
@@ -499,14 +653,14 @@ int cli_encode(int argc, char **argv)
 	size_t done = 0, failed = 0;
 	for (size_t first = 0; first < a.ninputs; first += (size_t)a.batch) {
 		size_t n = a.ninputs - first < (size_t)a.batch ? a.ninputs - first : (size_t)a.batch;
-		st = KILN_OK;
 		if (a.png)
-			run_png_batch(&a, pool, items + first, n);
+			st = run_png_batch(&a, runner, pool, items + first, n);
 		else
-			st = run_batch(&a, enc, pool, items + first, n);
+			st = run_batch(&a, enc, dev.kind == KILN_DEVICE_GPU, pool, items + first, n);
 		if (st != KILN_OK)
 			KILN_WARN("batch failed", "first=%zu count=%zu error=\"%s\" detail=\"%s\"", first, n,
-				  kiln_strerror(st), kiln_texenc_last_error(enc));
+				  kiln_strerror(st),
+				  a.png ? kiln_pngenc_runner_last_error(runner) : kiln_texenc_last_error(enc));
 		for (size_t i = first; i < first + n; i++) {
 			done++;
 			if (items[i].status != KILN_OK) {
@@ -526,6 +680,7 @@ int cli_encode(int argc, char **argv)
 	rc = failed ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
 fail:
 	kiln_texenc_destroy(enc);
+	kiln_pngenc_runner_destroy(runner);
 	kiln_pool_destroy(pool);
 	free(items);
 	return rc;

@@ -63,3 +63,19 @@ const char *kiln_quality_name(kiln_quality quality)
 	static const char *const names[] = {"fast", "medium", "high"};
 	return (unsigned)quality < 3 ? names[quality] : "?";
 }
+
+kiln_status kiln_gpu_grow(void **ptr, size_t *cap, size_t need, bool pinned)
+{
+	if (*cap >= need && *ptr)
+		return KILN_OK;
+	if (pinned)
+		kiln_gpu_host_free(*ptr);
+	else
+		kiln_gpu_free(*ptr);
+	*ptr = NULL;
+	*cap = 0;
+	kiln_status st = pinned ? kiln_gpu_host_alloc(ptr, need) : kiln_gpu_malloc(ptr, need);
+	if (st == KILN_OK)
+		*cap = need;
+	return st;
+}

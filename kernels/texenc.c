@@ -541,23 +541,6 @@ fail:
 	return st;
 }
 
-/* Grows a device (or pinned host) buffer to at least `need` bytes; contents are not kept. */
-static kiln_status ensure_device(void **ptr, size_t *cap, size_t need, bool pinned)
-{
-	if (*cap >= need && *ptr)
-		return KILN_OK;
-	if (pinned)
-		kiln_gpu_host_free(*ptr);
-	else
-		kiln_gpu_free(*ptr);
-	*ptr = NULL;
-	*cap = 0;
-	kiln_status st = pinned ? kiln_gpu_host_alloc(ptr, need) : kiln_gpu_malloc(ptr, need);
-	if (st == KILN_OK)
-		*cap = need;
-	return st;
-}
-
 /* Records which step of a GPU batch failed and why, for kiln_texenc_last_error. */
 static kiln_status gpu_step(batch_slot *s, kiln_status st, const char *step)
 {
@@ -598,8 +581,8 @@ static kiln_status gpu_png_decode(batch_slot *s, const kiln_texenc_png *files, c
 	if (!pb->files || !pb->image || !pb->status)
 		return gpu_step(s, KILN_ERR_NOMEM, "plan PNG upload");
 	kiln_status st;
-	if ((st = ensure_device((void **)&g->d_png, &g->d_png_cap, bytes, false)) ||
-	    (st = ensure_device((void **)&g->h_png, &g->h_png_cap, bytes, true)))
+	if ((st = kiln_gpu_grow((void **)&g->d_png, &g->d_png_cap, bytes, false)) ||
+	    (st = kiln_gpu_grow((void **)&g->h_png, &g->h_png_cap, bytes, true)))
 		return gpu_step(s, st, "allocate PNG buffers");
 	size_t off = 0;
 	for (size_t l = 0; l < s->plan.nlevels; l++) {
@@ -618,7 +601,7 @@ static kiln_status gpu_png_decode(batch_slot *s, const kiln_texenc_png *files, c
 		off += align_up(files[i].size);
 	}
 	pb->temp_size = kiln_pngdec_temp_size(pb->files, pb->count);
-	if ((st = ensure_device(&g->d_png_temp, &g->d_png_temp_cap, pb->temp_size ? pb->temp_size : 1, false)))
+	if ((st = kiln_gpu_grow(&g->d_png_temp, &g->d_png_temp_cap, pb->temp_size ? pb->temp_size : 1, false)))
 		return gpu_step(s, st, "allocate PNG buffers");
 	st = gpu_step(s, kiln_gpu_h2d(g->d_png, g->h_png, off, g->stream), "upload PNG files");
 	if (st == KILN_OK)
@@ -663,11 +646,11 @@ static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image 
 	/* one scratch buffer: mip descriptors first, then the codec's */
 	size_t mip_temp = align_up(kiln_mip_temp_size(plan->nchains ? plan->nchains : 1, plan->max_levels));
 	size_t temp = mip_temp + (is_astc(enc) ? kiln_astc_temp_size(plan->nlevels) : kiln_bc1_temp_size(plan->nlevels));
-	if ((st = ensure_device((void **)&g->d_pixels, &g->d_pixels_cap, plan->pixel_bytes, false)) ||
-	    (st = ensure_device((void **)&g->d_blocks, &g->d_blocks_cap, plan->block_bytes, false)) ||
-	    (st = ensure_device(&g->d_temp, &g->d_temp_cap, temp, false)) ||
-	    (st = ensure_device((void **)&g->h_pixels, &g->h_pixels_cap, plan->base_bytes, true)) ||
-	    (st = ensure_device((void **)&g->h_blocks, &g->h_blocks_cap, plan->block_bytes, true)))
+	if ((st = kiln_gpu_grow((void **)&g->d_pixels, &g->d_pixels_cap, plan->pixel_bytes, false)) ||
+	    (st = kiln_gpu_grow((void **)&g->d_blocks, &g->d_blocks_cap, plan->block_bytes, false)) ||
+	    (st = kiln_gpu_grow(&g->d_temp, &g->d_temp_cap, temp, false)) ||
+	    (st = kiln_gpu_grow((void **)&g->h_pixels, &g->h_pixels_cap, plan->base_bytes, true)) ||
+	    (st = kiln_gpu_grow((void **)&g->h_blocks, &g->h_blocks_cap, plan->block_bytes, true)))
 		return gpu_step(s, st, "allocate buffers");
 
 	/* Base levels are staged in pinned memory, laid out as in the device arena; the slot's
@@ -858,6 +841,29 @@ kiln_status kiln_texenc_submit(kiln_texenc *enc, const kiln_image *images, size_
 	return submit_batch(enc, images, NULL, NULL, NULL, count, ticket);
 }
 
+bool kiln_texenc_png_gpu_decodes(const kiln_pngdec_info *info)
+{
+	return info->gpu_ok && info->strips >= KILN_TEXENC_GPU_DECODE_MIN_STRIPS;
+}
+
+/* The files of a PNG batch that the host decodes. */
+typedef struct host_decode {
+	const kiln_texenc_png *files;
+	const bool *on_device;
+	kiln_image *images;
+	kiln_status *pre;
+	kiln_pool *inner; /* for a file's strips, when the files are not spread over it */
+} host_decode;
+
+static void host_decode_range(void *p, size_t begin, size_t end)
+{
+	host_decode *job = p;
+	for (size_t i = begin; i < end; i++)
+		if (!job->on_device[i])
+			job->pre[i] = kiln_pngdec_decode_probed_image(job->files[i].data, &job->files[i].info, NULL,
+								      &job->images[i], job->inner, NULL, 0);
+}
+
 kiln_status kiln_texenc_submit_png(kiln_texenc *enc, const kiln_texenc_png *files, size_t count,
 				   uint64_t *ticket)
 {
@@ -870,19 +876,22 @@ kiln_status kiln_texenc_submit_png(kiln_texenc *enc, const kiln_texenc_png *file
 	bool on_device[KILN_TEXENC_MAX_PNG_BATCH];
 	kiln_status pre[KILN_TEXENC_MAX_PNG_BATCH];
 	bool gpu = enc->device.kind == KILN_DEVICE_GPU;
+	size_t on_host = 0;
 	for (size_t i = 0; i < count; i++) {
 		const kiln_pngdec_info *info = &files[i].info;
 		on_device[i] = gpu && info->gpu_ok;
 		pre[i] = KILN_OK;
-		if (on_device[i]) {
+		if (on_device[i])
 			images[i] = (kiln_image){.width = info->width, .height = info->height,
 						 .has_alpha = info->has_alpha != 0, .srgb = info->srgb != 0};
-			continue;
-		}
-		/* the CPU backend, or a file the GPU decoder does not take (16-bit, Adam7) */
-		pre[i] = kiln_pngdec_decode_probed_image(files[i].data, &files[i].info, NULL, &images[i], enc->pool,
-							 NULL, 0);
+		else
+			on_host++;
 	}
+	host_decode job = {files, on_device, images, pre, on_host == 1 ? enc->pool : NULL};
+	if (on_host > 1 && enc->pool)
+		kiln_pool_for(enc->pool, count, 1, host_decode_range, &job);
+	else
+		host_decode_range(&job, 0, count);
 	kiln_status st = submit_batch(enc, images, files, on_device, pre, count, ticket);
 	/* submit has copied (GPU) or encoded (CPU) the host pixels: they can go */
 	for (size_t i = 0; i < count; i++)

@@ -109,12 +109,20 @@ typedef struct kiln_texenc_png {
 
 #define KILN_TEXENC_MAX_PNG_BATCH 64
 
+/* Whether a GPU decodes a probed file faster than the host would, for callers that choose
+ * which files to hand to kiln_texenc_submit_png on a GPU: the GPU decoder takes it and it
+ * has the strips that make it fast there. One deflate stream inflates on one GPU
+ * lane at about 0.2 GB/s, while 16 cores do 1.7 GB/s; kiln's strip-parallel files go at
+ * 4-5 GB/s on the GPU (docs/PERFORMANCE.md). */
+#define KILN_TEXENC_GPU_DECODE_MIN_STRIPS 8
+bool kiln_texenc_png_gpu_decodes(const kiln_pngdec_info *info);
+
 /* kiln_texenc_submit for PNG files (at most KILN_TEXENC_MAX_PNG_BATCH): on a GPU the files
  * travel compressed and are decoded there (kernels/png/png_dec.h) straight into the
  * batch's pixels, so decoded pixels never cross the bus and no CPU decodes them. Files the
  * GPU decoder does not take (info.gpu_ok 0: 16-bit, Adam7), and every file on the CPU
- * backend, are decoded on the host by kiln's decoder first. A file that does not decode
- * fails its image only (its status at collect). */
+ * backend, are decoded on the host by kiln's decoder first, on the encoder's pool. A file
+ * that does not decode fails its image only (its status at collect). */
 kiln_status kiln_texenc_submit_png(kiln_texenc *enc, const kiln_texenc_png *files, size_t count,
 				   uint64_t *ticket);
 

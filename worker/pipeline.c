@@ -47,7 +47,8 @@ typedef struct item {
 	kiln_image image;    /* decoded pixels, between decode and encode */
 	bool gpu_decode;     /* not decoded yet: data goes to the GPU, which decodes it */
 	kiln_pngdec_info png; /* the probe of data, for gpu_decode */
-	size_t reserved;     /* pixel budget held for image */
+	kiln_png_source src; /* format png: the samples to encode, between decode and encode */
+	size_t reserved;     /* pixel budget held for image (or src) */
 	kiln_texture tex;    /* encoded levels, between encode and upload */
 	uint64_t pixels;     /* level 0's width x height, for the result */
 	struct item *next;   /* queue link */
@@ -60,7 +61,7 @@ struct shard {
 	kiln_texenc_opts opts;
 	kiln_container container;
 	bool measure_psnr;
-	bool png_out;        /* PNG to PNG: data is the output file once decode is done */
+	bool png_out;        /* PNG to PNG: data becomes the output file at encode */
 	atomic_bool cancelled;
 	size_t count;
 	size_t remaining;    /* items not finished; under the pipeline lock */
@@ -316,6 +317,7 @@ static void item_release(kiln_pipeline *p, item *it)
 {
 	kiln_buf_free(&it->data);
 	kiln_image_free(&it->image);
+	kiln_png_source_free(&it->src);
 	budget_release(p, it->reserved);
 	it->reserved = 0;
 	kiln_texture_free_levels(&it->tex);
@@ -441,19 +443,13 @@ static void *fetch_main(void *arg)
 	return NULL;
 }
 
-/* Strips a file needs before the GPU decodes it faster than the decode threads: one
- * deflate stream inflates on one GPU lane at about 0.2 GB/s, while 16 cores do 1.7 GB/s;
- * kiln's strip-parallel files go at 4-5 GB/s on the GPU (docs/PERFORMANCE.md). */
-#define GPU_DECODE_MIN_STRIPS 8
-
 /* Whether an item's PNG goes to the encode stage undecoded, for a GPU to decode: kiln's
  * decoder is chosen, the file is one the GPU decoder takes and has the strips that make
  * it fast there, a GPU will encode it, and no PSNR is wanted (that needs the pixels on
  * the host). */
 static bool decode_on_gpu(const kiln_pipeline *p, const item *it, const kiln_pngdec_info *info)
 {
-	if (p->cfg.png_decoder != KILN_PNG_DECODER_KILN || !info->gpu_ok ||
-	    info->strips < GPU_DECODE_MIN_STRIPS || it->shard->measure_psnr ||
+	if (p->cfg.png_decoder != KILN_PNG_DECODER_KILN || !kiln_texenc_png_gpu_decodes(info) || it->shard->measure_psnr ||
 	    !kiln_texenc_gpu_supported(it->shard->opts.format))
 		return false;
 	for (size_t d = 0; d < p->cfg.ndevices; d++)
@@ -462,31 +458,28 @@ static bool decode_on_gpu(const kiln_pipeline *p, const item *it, const kiln_png
 	return false;
 }
 
-/* Format png: the file is re-encoded here (its samples never leave this thread) and goes
- * straight to upload. The header was probed and the budget reserved by the caller. */
-static void transcode_one(kiln_pipeline *p, item *it, uint64_t t0)
+static void png_opts_of(const kiln_pipeline *p, const shard *sh, kiln_png_transcode_opts *opts)
+{
+	kiln_png_transcode_opts_default(opts);
+	opts->quality = sh->opts.quality;
+	opts->limits = &p->cfg.limits;
+}
+
+/* Format png: the probed file's samples are read here (the file stays: its chunks go
+ * along) and the encode stage writes the new file on its device. */
+static void read_source(kiln_pipeline *p, item *it, uint64_t t0)
 {
 	char err[200] = "";
 	kiln_png_transcode_opts opts;
-	kiln_png_transcode_opts_default(&opts);
-	opts.quality = it->shard->opts.quality;
-	opts.limits = &p->cfg.limits;
-	kiln_png_transcode_info info;
-	kiln_buf out;
-	kiln_buf_init(&out, MAX_OUTPUT_BYTES);
-	kiln_status st = kiln_png_transcode(it->data.data, it->data.len, &opts, NULL, &out, &info, err, sizeof err);
-	budget_release(p, it->reserved);
-	it->reserved = 0;
+	png_opts_of(p, it->shard, &opts);
+	kiln_status st = kiln_png_source_read(it->data.data, it->data.len, &it->png, &opts, NULL, &it->src, err,
+					      sizeof err);
 	stage_account(&p->decode, t0, 1);
 	if (st != KILN_OK) {
-		kiln_buf_free(&out);
 		item_finish(p, it, st, "%s: %s", kiln_strerror(st), err);
 		return;
 	}
-	kiln_buf_free(&it->data);
-	it->data = out;
-	it->pixels = (uint64_t)info.width * info.height;
-	item_forward(p, &p->upload.in, it);
+	item_forward(p, &p->encode.in, it);
 }
 
 /* Reads the header and reserves the pixel budget from it, so a decompression bomb is
@@ -521,7 +514,9 @@ static void decode_one(kiln_pipeline *p, item *it)
 				    (unsigned long long)p->cfg.limits.max_pixels);
 			return;
 		}
-		if (!kiln_size_mul3(w, h, 4, &bytes)) {
+		if (it->shard->png_out)
+			bytes = kiln_png_source_memory(&info, false);
+		else if (!kiln_size_mul3(w, h, 4, &bytes)) {
 			item_finish(p, it, KILN_ERR_OVERFLOW, "%s", kiln_strerror(KILN_ERR_OVERFLOW));
 			return;
 		}
@@ -529,13 +524,13 @@ static void decode_one(kiln_pipeline *p, item *it)
 		it->reserved = budget_acquire(p, bytes);
 		t0 += kiln_now_ns() - wait; /* waiting for memory is not decoding */
 	}
+	it->png = info;
 	if (it->shard->png_out) {
-		transcode_one(p, it, t0);
+		read_source(p, it, t0);
 		return;
 	}
 	if (p->cfg.png_decoder == KILN_PNG_DECODER_KILN && decode_on_gpu(p, it, &info)) {
 		it->gpu_decode = true;
-		it->png = info;
 		stage_account(&p->decode, t0, 1);
 		item_forward(p, &p->encode.in, it);
 		return;
@@ -575,11 +570,12 @@ static bool opts_equal(const kiln_texenc_opts *a, const kiln_texenc_opts *b)
 	       (a->format != KILN_TEXFMT_ASTC || (a->block_w == b->block_w && a->block_h == b->block_h));
 }
 
-/* A batch runs through one texenc, so it holds images of one set of options, all decoded
- * or all left for the GPU to decode. */
+/* A batch runs through one texenc (or, format png, one PNG runner), so it holds images of
+ * one set of options, all decoded or all left for the GPU to decode. */
 static bool same_opts(const item *first, const item *next)
 {
-	return opts_equal(&first->shard->opts, &next->shard->opts) && first->gpu_decode == next->gpu_decode;
+	return opts_equal(&first->shard->opts, &next->shard->opts) && first->gpu_decode == next->gpu_decode &&
+	       first->shard->png_out == next->shard->png_out;
 }
 
 static void device_name(const kiln_device *d, char *out, size_t cap)
@@ -606,9 +602,59 @@ typedef struct encoder {
 	const kiln_device *dev;
 	char name[32];
 	kiln_texenc *enc;
+	kiln_pngenc_runner *png; /* format png, made at its first batch */
 	encode_batch flight[KILN_TEXENC_MAX_INFLIGHT];  /* a ring, oldest at head */
 	size_t head, nflight;
 } encoder;
+
+/* Format png: the batch's files are written on the device at once (no batch is kept in
+ * flight: the encoder is far faster than the decode threads that feed it) and go to upload
+ * as they are. */
+static void encode_png(encoder *e, item **batch, size_t n)
+{
+	kiln_pipeline *p = e->p;
+	uint64_t t0 = kiln_now_ns();
+	kiln_png_source *srcs[KILN_PIPELINE_MAX_BATCH];
+	kiln_buf out[KILN_PIPELINE_MAX_BATCH];
+	kiln_status status[KILN_PIPELINE_MAX_BATCH];
+	char why[200] = "";
+	for (size_t i = 0; i < n; i++) {
+		srcs[i] = &batch[i]->src;
+		kiln_buf_init(&out[i], MAX_OUTPUT_BYTES);
+	}
+	kiln_png_transcode_opts opts;
+	png_opts_of(p, batch[0]->shard, &opts);
+	bool on_cpu = e->dev->kind == KILN_DEVICE_CPU;
+	kiln_status st = e->png ? KILN_OK : kiln_pngenc_runner_create(e->dev, on_cpu ? p->cpu_pool : NULL, &e->png);
+	if (st == KILN_OK)
+		st = kiln_png_source_encode(e->png, &opts, srcs, n, out, status, why, sizeof why);
+	else
+		snprintf(why, sizeof why, "%s", kiln_strerror(st));
+	atomic_fetch_add(&p->batches, 1);
+	stage_account(&p->encode, t0, n);
+	if (st == KILN_ERR_CUDA)
+		KILN_WARN("batch failed on the device; it was reset", "device=%s images=%zu error=\"%s\"", e->name, n,
+			  why);
+	for (size_t i = 0; i < n; i++) {
+		item *it = batch[i];
+		it->pixels = (uint64_t)it->src.info.width * it->src.info.height;
+		kiln_png_source_free(&it->src);
+		budget_release(p, it->reserved);
+		it->reserved = 0;
+		kiln_buf_free(&it->data);
+		it->data = out[i];
+		if (st != KILN_OK || status[i] != KILN_OK) {
+			item_finish(p, it, st != KILN_OK ? st : status[i], "PNG encode on %s: %s%s%s", e->name,
+				    kiln_strerror(st != KILN_OK ? st : status[i]), st != KILN_OK ? ": " : "",
+				    st != KILN_OK ? why : "");
+			continue;
+		}
+		if (atomic_load(&it->shard->cancelled))
+			item_cancel(p, it);
+		else
+			item_forward(p, &p->upload.in, it);
+	}
+}
 
 /* Hands a batch to the device. The texenc has copied the pixels once submit returns, so
  * they are freed here, except where the upload stage still needs them for the PSNR. */
@@ -717,10 +763,13 @@ static void *encode_main(void *arg)
 			continue;
 		}
 		n = drop_cancelled(p, batch, n);
-		if (n)
+		if (n && batch[0]->shard->png_out)
+			encode_png(&e, batch, n);
+		else if (n)
 			encode_submit(&e, batch, n);
 	}
 	kiln_texenc_destroy(e.enc);
+	kiln_pngenc_runner_destroy(e.png);
 	return NULL;
 }
 

@@ -69,6 +69,10 @@ typedef struct kiln_pngenc_params {
 
 void kiln_pngenc_params_default(kiln_pngenc_params *params);
 
+/* Bytes of one row of img's pixels as given (4 x width for from_rgba8), 0 when the colour
+ * type / depth pair is invalid: what a caller moving the pixels copies per row. */
+size_t kiln_pngenc_source_row_bytes(const kiln_pngenc_image *img);
+
 /* KILN_OK when the image and params are acceptable (sizes, colour type / depth pair,
  * chunks), else why not (INVALID_ARG, TOO_LARGE). */
 kiln_status kiln_pngenc_check(const kiln_pngenc_params *params, const kiln_pngenc_image *img);

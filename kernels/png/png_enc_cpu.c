@@ -236,6 +236,14 @@ kiln_status png_enc_plan(const kiln_pngenc_params *params, const kiln_pngenc_ima
 	return KILN_OK;
 }
 
+size_t kiln_pngenc_source_row_bytes(const kiln_pngenc_image *img)
+{
+	if (img->from_rgba8)
+		return (size_t)img->width * 4;
+	uint32_t ch = channels_of(img->color_type);
+	return ch ? (size_t)(((uint64_t)img->width * ch * img->bit_depth + 7) / 8) : 0;
+}
+
 kiln_status kiln_pngenc_check(const kiln_pngenc_params *params, const kiln_pngenc_image *img)
 {
 	png_plan pl;

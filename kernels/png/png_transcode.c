@@ -19,6 +19,7 @@
 #include "kernels/png/png_defilter.h"
 #include "kernels/png/png_enc.h"
 #include "kernels/png/png_inflate.h"
+#include "kernels/png/png_runner.h"
 
 #define TRANSCODE_FILE_MAX ((size_t)1 << 30) /* as kiln_png_read_path */
 #define TRANSCODE_OUT_MAX ((size_t)1 << 34)
@@ -278,41 +279,132 @@ static kiln_status deinterlace(const kiln_pngdec_info *pi, uint8_t *filt, uint8_
 	return KILN_OK;
 }
 
+/* ---- reading ----------------------------------------------------------------------- */
+
+size_t kiln_png_source_memory(const kiln_pngdec_info *pi, bool rgba8)
+{
+	if (rgba8)
+		return (size_t)pi->width * pi->height * 4;
+	/* the inflated image data, and the de-interlaced copy of an Adam7 image */
+	size_t rb = row_bytes(pi->format.color_type, pi->format.bit_depth, pi->width);
+	return (size_t)pi->filtered_size + (pi->interlace ? rb * pi->height : 0);
+}
+
+kiln_status kiln_png_source_read(const uint8_t *data, size_t size, const kiln_pngdec_info *probed,
+				 const kiln_png_transcode_opts *opts, kiln_pool *pool, kiln_png_source *src,
+				 char *err, size_t err_cap)
+{
+	memset(src, 0, sizeof *src);
+	kiln_pngdec_info pi;
+	kiln_status st = KILN_OK;
+	if (probed)
+		pi = *probed;
+	else if ((st = kiln_pngdec_probe(data, size, opts->limits, &pi, err, err_cap)) != KILN_OK)
+		return st;
+	chunk_plan plan;
+	st = plan_chunks(data, size, &pi, opts->rgba8 != 0, &plan);
+	src->chunks = plan.chunks;
+	if (st != KILN_OK) {
+		kiln_msgf(err, err_cap, st == KILN_ERR_NOMEM ? "out of memory" : "PLTE: invalid palette");
+		goto fail;
+	}
+	kiln_pngenc_image *img = &src->image;
+	if (opts->rgba8) {
+		st = kiln_png_read(data, size, opts->decoder, opts->limits, pool, &src->rgba, err, err_cap);
+		if (st != KILN_OK)
+			goto fail;
+		if (src->rgba.stride > UINT32_MAX) {
+			kiln_msgf(err, err_cap, "%ux%u pixels: rows too long for the encoder", src->rgba.width,
+				  src->rgba.height);
+			st = KILN_ERR_TOO_LARGE;
+			goto fail;
+		}
+		kiln_surface s = {src->rgba.pixels, src->rgba.width, src->rgba.height, (uint32_t)src->rgba.stride,
+				  src->rgba.has_alpha};
+		kiln_pngenc_image_from_surface(&s, img);
+	} else {
+		st = inflate_idat(data, &pi, &src->filt, err, err_cap);
+		if (st != KILN_OK)
+			goto fail;
+		size_t rb = row_bytes(pi.format.color_type, pi.format.bit_depth, pi.width);
+		img->width = pi.width;
+		img->height = pi.height;
+		img->color_type = (uint8_t)pi.format.color_type;
+		img->bit_depth = (uint8_t)pi.format.bit_depth;
+		if (pi.interlace) {
+			size_t raw_size;
+			if (!kiln_size_mul(rb, pi.height, &raw_size) ||
+			    !(src->raw = kiln_calloc(raw_size ? raw_size : 1, 1))) {
+				kiln_msgf(err, err_cap, "cannot allocate the de-interlaced image");
+				st = KILN_ERR_NOMEM;
+				goto fail;
+			}
+			st = deinterlace(&pi, src->filt, src->raw, rb);
+			img->pixels = src->raw;
+			img->stride = rb;
+		} else {
+			st = defilter(src->filt, rb, pi.height, pi.bpp);
+			img->pixels = src->filt + 1; /* rows stay behind their filter-type bytes */
+			img->stride = rb + 1;
+		}
+		if (st != KILN_OK) {
+			kiln_msgf(err, err_cap, "IDAT: bad adaptive filter value");
+			goto fail;
+		}
+	}
+	img->chunks = plan.chunks;
+	img->chunk_count = plan.count;
+	src->info.width = img->width;
+	src->info.height = img->height;
+	src->info.color_type = img->color_type;
+	src->info.bit_depth = img->bit_depth;
+	src->info.interlaced = pi.interlace != 0;
+	src->info.chunks_kept = (uint32_t)plan.count;
+	src->info.chunks_dropped = plan.dropped;
+	return KILN_OK;
+fail:
+	kiln_png_source_free(src);
+	return st;
+}
+
+void kiln_png_source_free(kiln_png_source *src)
+{
+	kiln_image_free(&src->rgba);
+	free(src->raw);
+	free(src->filt);
+	free(src->chunks);
+	memset(src, 0, sizeof *src);
+}
+
 /* ---- encoding ---------------------------------------------------------------------- */
 
-static kiln_status encode(const kiln_png_transcode_opts *opts, const kiln_pngenc_image *img,
-			  kiln_pool *pool, kiln_buf *out, char *err, size_t err_cap)
+kiln_status kiln_png_source_encode(kiln_pngenc_runner *runner, const kiln_png_transcode_opts *opts,
+				   kiln_png_source *const *srcs, size_t count, kiln_buf *out, kiln_status *status,
+				   char *err, size_t err_cap)
 {
 	kiln_pngenc_params params;
 	kiln_pngenc_params_default(&params);
 	params.quality = opts->quality;
-	kiln_status st = kiln_pngenc_check(&params, img);
-	if (st != KILN_OK) {
-		kiln_msgf(err, err_cap, "the encoder refuses the image: %s", kiln_strerror(st));
-		return st;
-	}
-	size_t bound = kiln_pngenc_bound(&params, img);
-	size_t temp_size = kiln_pngenc_cpu_temp_size(&params, img, 1, pool);
-	void *temp = kiln_malloc(temp_size ? temp_size : 1);
-	uint8_t *dst = NULL;
-	size_t start = out->len, written = 0;
-	if (!temp) {
-		kiln_msgf(err, err_cap, "cannot allocate the encoder's scratch (%zu bytes)", temp_size);
+	kiln_pngenc_image *imgs = kiln_calloc(count ? count : 1, sizeof *imgs);
+	if (!imgs) {
+		kiln_msgf(err, err_cap, "out of memory");
 		return KILN_ERR_NOMEM;
 	}
-	if ((st = kiln_buf_extend(out, bound, &dst)) != KILN_OK) {
-		kiln_msgf(err, err_cap, "no room for the output (%zu bytes): %s", bound, kiln_strerror(st));
-		goto fail;
-	}
-	kiln_status img_st = KILN_ERR_INVALID_ARG;
-	st = kiln_pngenc_encode_cpu(&params, img, &dst, &bound, &written, 1, &img_st, temp, temp_size, pool);
+	for (size_t i = 0; i < count; i++)
+		imgs[i] = srcs[i]->image;
+	size_t *start = kiln_calloc(count ? count : 1, sizeof *start);
+	kiln_status st = start ? KILN_OK : KILN_ERR_NOMEM;
+	for (size_t i = 0; i < count && start; i++)
+		start[i] = out[i].len;
 	if (st == KILN_OK)
-		st = img_st;
+		st = kiln_pngenc_runner_encode(runner, &params, imgs, count, out, status);
 	if (st != KILN_OK)
-		kiln_msgf(err, err_cap, "encoding: %s", kiln_strerror(st));
-	out->len = start + (st == KILN_OK ? written : 0);
-fail:
-	free(temp);
+		kiln_msgf(err, err_cap, "%s", start ? kiln_pngenc_runner_last_error(runner) : "out of memory");
+	for (size_t i = 0; i < count && st == KILN_OK; i++)
+		if (status[i] == KILN_OK)
+			srcs[i]->info.bytes = out[i].len - start[i];
+	free(start);
+	free(imgs);
 	return st;
 }
 
@@ -320,90 +412,38 @@ kiln_status kiln_png_transcode(const uint8_t *data, size_t size, const kiln_png_
 			       kiln_pool *pool, kiln_buf *out, kiln_png_transcode_info *info,
 			       char *err, size_t err_cap)
 {
+	if (!out) {
+		kiln_msgf(err, err_cap, "no output buffer");
+		return KILN_ERR_INVALID_ARG;
+	}
 	kiln_png_transcode_opts defaults;
 	if (!opts) {
 		kiln_png_transcode_opts_default(&defaults);
 		opts = &defaults;
 	}
-	if (info)
-		memset(info, 0, sizeof *info);
-	if (!out) {
-		kiln_msgf(err, err_cap, "no output buffer");
-		return KILN_ERR_INVALID_ARG;
-	}
-	kiln_pngdec_info pi;
-	kiln_status st = kiln_pngdec_probe(data, size, opts->limits, &pi, err, err_cap);
+	kiln_png_source src;
+	kiln_status st = kiln_png_source_read(data, size, NULL, opts, pool, &src, err, err_cap);
 	if (st != KILN_OK)
 		return st;
-
-	chunk_plan plan;
-	uint8_t *filt = NULL, *raw = NULL;
-	kiln_image rgba = {0};
-	st = plan_chunks(data, size, &pi, opts->rgba8 != 0, &plan);
+	kiln_pngenc_runner *runner = NULL;
+	kiln_device cpu = {.kind = KILN_DEVICE_CPU};
+	st = kiln_pngenc_runner_create(&cpu, pool, &runner);
 	if (st != KILN_OK) {
-		kiln_msgf(err, err_cap, st == KILN_ERR_NOMEM ? "out of memory" : "PLTE: invalid palette");
+		kiln_msgf(err, err_cap, "out of memory");
 		goto fail;
 	}
-	kiln_pngenc_image img = {0};
-	if (opts->rgba8) {
-		st = kiln_png_read(data, size, opts->decoder, opts->limits, pool, &rgba, err, err_cap);
-		if (st != KILN_OK)
-			goto fail;
-		if (rgba.stride > UINT32_MAX) {
-			kiln_msgf(err, err_cap, "%ux%u pixels: rows too long for the encoder", rgba.width, rgba.height);
-			st = KILN_ERR_TOO_LARGE;
-			goto fail;
-		}
-		kiln_surface s = {rgba.pixels, rgba.width, rgba.height, (uint32_t)rgba.stride, rgba.has_alpha};
-		kiln_pngenc_image_from_surface(&s, &img);
-	} else {
-		st = inflate_idat(data, &pi, &filt, err, err_cap);
-		if (st != KILN_OK)
-			goto fail;
-		size_t rb = row_bytes(pi.format.color_type, pi.format.bit_depth, pi.width);
-		img.width = pi.width;
-		img.height = pi.height;
-		img.color_type = (uint8_t)pi.format.color_type;
-		img.bit_depth = (uint8_t)pi.format.bit_depth;
-		if (pi.interlace) {
-			size_t raw_size;
-			if (!kiln_size_mul(rb, pi.height, &raw_size) || !(raw = kiln_calloc(raw_size ? raw_size : 1, 1))) {
-				kiln_msgf(err, err_cap, "cannot allocate the de-interlaced image");
-				st = KILN_ERR_NOMEM;
-				goto fail;
-			}
-			st = deinterlace(&pi, filt, raw, rb);
-			img.pixels = raw;
-			img.stride = rb;
-		} else {
-			st = defilter(filt, rb, pi.height, pi.bpp);
-			img.pixels = filt + 1; /* rows stay behind their filter-type bytes */
-			img.stride = rb + 1;
-		}
-		if (st != KILN_OK) {
-			kiln_msgf(err, err_cap, "IDAT: bad adaptive filter value");
-			goto fail;
-		}
+	kiln_png_source *one = &src;
+	kiln_status img_st = KILN_OK;
+	st = kiln_png_source_encode(runner, opts, &one, 1, out, &img_st, err, err_cap);
+	if (st == KILN_OK && img_st != KILN_OK) {
+		st = img_st;
+		kiln_msgf(err, err_cap, "encoding: %s", kiln_strerror(st));
 	}
-	img.chunks = plan.chunks;
-	img.chunk_count = plan.count;
-	size_t start = out->len;
-	st = encode(opts, &img, pool, out, err, err_cap);
-	if (st == KILN_OK && info) {
-		info->bytes = out->len - start;
-		info->width = img.width;
-		info->height = img.height;
-		info->color_type = img.color_type;
-		info->bit_depth = img.bit_depth;
-		info->interlaced = pi.interlace != 0;
-		info->chunks_kept = (uint32_t)plan.count;
-		info->chunks_dropped = plan.dropped;
-	}
+	if (st == KILN_OK && info)
+		*info = src.info;
 fail:
-	kiln_image_free(&rgba);
-	free(raw);
-	free(filt);
-	free(plan.chunks);
+	kiln_pngenc_runner_destroy(runner);
+	kiln_png_source_free(&src);
 	return st;
 }
 

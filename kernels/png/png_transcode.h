@@ -20,6 +20,7 @@
 #ifndef KILN_PNG_TRANSCODE_H
 #define KILN_PNG_TRANSCODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,7 +29,10 @@
 #include "common/image.h"
 #include "common/pool.h"
 #include "kernels/codec.h"
+#include "kernels/png/png_dec.h"
+#include "kernels/png/png_enc.h"
 #include "kernels/png/png_file.h"
+#include "kernels/png/png_runner.h"
 
 typedef struct kiln_png_transcode_opts {
 	kiln_quality quality;             /* deflate effort (default medium) */
@@ -47,6 +51,35 @@ typedef struct kiln_png_transcode_info {
 	uint32_t chunks_kept, chunks_dropped; /* ancillary chunks (PLTE counts as kept) */
 	uint64_t bytes;                     /* size of the new file */
 } kiln_png_transcode_info;
+
+/* The two halves of a transcode, for callers that encode many files in batches on a
+ * device (the worker): a file read into the encoder's input, then encoded with others. */
+typedef struct kiln_png_source {
+	kiln_pngenc_image image;       /* samples and chunks; the chunks point into the file */
+	kiln_png_transcode_info info;  /* bytes: set by kiln_png_source_encode */
+	/* owned */
+	uint8_t *filt, *raw;
+	kiln_image rgba;
+	kiln_png_chunk *chunks;
+} kiln_png_source;
+
+/* Host memory kiln_png_source_read holds for a probed file (what a caller budgets). */
+size_t kiln_png_source_memory(const kiln_pngdec_info *probed, bool rgba8);
+
+/* Checks and decodes the file data[0, size) into src; data must outlive src (the chunks
+ * are not copied). probed: kiln_pngdec_probe's result for data under opts->limits, or
+ * NULL to probe here. Errors as kiln_png_transcode's; src holds nothing on failure. */
+kiln_status kiln_png_source_read(const uint8_t *data, size_t size, const kiln_pngdec_info *probed,
+				 const kiln_png_transcode_opts *opts, kiln_pool *pool, kiln_png_source *src,
+				 char *err, size_t err_cap);
+void kiln_png_source_free(kiln_png_source *src); /* zeroed or read sources */
+
+/* Encodes count sources at opts->quality on runner's device: file i is appended to
+ * out[i] when status[i] is KILN_OK (and srcs[i]->info.bytes set). Returns what stopped the
+ * whole batch, as kiln_pngenc_runner_encode, with its reason in err. */
+kiln_status kiln_png_source_encode(kiln_pngenc_runner *runner, const kiln_png_transcode_opts *opts,
+				   kiln_png_source *const *srcs, size_t count, kiln_buf *out, kiln_status *status,
+				   char *err, size_t err_cap);
 
 /* Transcodes the PNG file data[0, size) and appends the new file to out (nothing is
  * appended on failure). pool (may be NULL) runs the encoder's strips; it must not be a

@@ -66,3 +66,28 @@ Test(worker_gpu, strip_pngs_decoded_on_the_gpu_give_the_cpu_backends_files, .tim
 		 dir, shared, bin, bin, bin);
 	cr_expect_eq(system(cmd), 0, "GPU-decoded strip PNGs must give the CPU backend's files");
 }
+
+/* `kiln encode --device gpu` hands kiln's strip-parallel files to the GPU undecoded and
+ * decodes the rest on the host, in the same run: the textures are the CPU backend's, and
+ * those of libpng decoding on the host. */
+Test(worker_gpu, kiln_encode_on_the_gpu_decodes_strip_pngs_there_and_writes_the_cpus_files, .timeout = 600)
+{
+	if (kiln_gpu_count() < 1)
+		cr_assert_fail("no usable GPU: make test-gpu must run on a machine with an NVIDIA GPU");
+	const char *bin = getenv("KILN_BIN") ? getenv("KILN_BIN") : "build/kiln";
+	const char *shared = getenv("KILN_SHARED") ? getenv("KILN_SHARED") : "../shared/data";
+	char cmd[4096];
+	snprintf(cmd, sizeof cmd,
+		 "set -e; d=$(mktemp -d); mkdir -p $d/in; "
+		 "%s encode -q --format png --quality fast %s/kodak/kodim1*.png -o $d/in/; "
+		 "for f in $d/in/*.png; do mv $f $d/in/strips-$(basename $f); done; "
+		 "cp %s/kodak/kodim0*.png %s/pngsuite/basn2c16.png %s/pngsuite/basi6a08.png $d/in/; "
+		 "for fmt in 'bc1 --mipmaps' 'astc --quality fast'; do rm -rf $d/gpu $d/cpu $d/lib; "
+		 "%s encode -q --format $fmt --batch 7 --device gpu $d/in/*.png -o $d/gpu/; "
+		 "%s encode -q --format $fmt --batch 32 --device cpu $d/in/*.png -o $d/cpu/; "
+		 "%s encode -q --format $fmt --device gpu --png-decoder libpng $d/in/*.png -o $d/lib/; "
+		 "diff -r $d/cpu $d/gpu; diff -r $d/cpu $d/lib; done; "
+		 "test $(ls $d/gpu | wc -l) -eq 21; rm -rf $d",
+		 bin, shared, shared, shared, shared, bin, bin, bin);
+	cr_expect_eq(system(cmd), 0, "kiln encode on the GPU must write the CPU backend's textures");
+}
