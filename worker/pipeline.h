@@ -112,9 +112,10 @@ typedef struct kiln_shard_spec {
 	kiln_texenc_opts opts;
 	kiln_container container;
 	bool measure_psnr;         /* decode each output's level 0 again and report its PSNR */
-	/* Format png: each input PNG is re-encoded by kiln's PNG codec at opts.quality
-	 * (kernels/png/png_transcode.h) in the decode stage and written as it is; opts other
-	 * than quality, container and measure_psnr do not apply. */
+	/* Format png: each input PNG is read in the decode stage (kernels/png/png_transcode.h)
+	 * and re-encoded by kiln's PNG codec at opts.quality in batches on a device (the PNG
+	 * runner, kernels/png/png_runner.h), then written as it is; opts other than quality,
+	 * container and measure_psnr do not apply. */
 	bool png_out;
 	const kiln_shard_item *items;
 	size_t count;
