@@ -348,3 +348,19 @@ void bench_report_write(const bench_report *report, FILE *f)
 		fprintf(f, "\n");
 	}
 }
+
+bool bench_env_lists(const char *name, const char *item, bool def)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return def;
+	size_t n = strlen(item);
+	for (const char *p = v; *p;) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len == n && strncmp(p, item, n) == 0)
+			return true;
+		p += len + (e != NULL);
+	}
+	return false;
+}

@@ -43,6 +43,10 @@ void bench_set_free(bench_set *set);
 
 /* Seconds on the monotonic clock. */
 double bench_now(void);
+
+/* Whether the environment variable `name`, a comma-separated list, names `item` exactly;
+ * when it is unset or empty, `def`. Selects parts of a bench (KILN_BENCH_*). */
+bool bench_env_lists(const char *name, const char *item, bool def);
 /* Median of n values (sorts them). */
 double bench_median(double *v, size_t n);
 /* Median wall time in seconds of fn: opts->warmup untimed runs, then timed runs until
