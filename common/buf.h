@@ -29,7 +29,7 @@ void kiln_buf_reset(kiln_buf *buf);
 /* Frees the storage; the buffer is empty and reusable afterwards. NULL is accepted. */
 void kiln_buf_free(kiln_buf *buf);
 
-/* Reads a whole file into buf (capped by buf->max). */
+/* Appends a whole file to buf (capped by buf->max). */
 kiln_status kiln_buf_read_file(kiln_buf *buf, const char *path);
 
 #endif
