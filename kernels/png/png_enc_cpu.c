@@ -166,9 +166,9 @@ int png_enc_put_chunks(const kiln_pngenc_image *img, png_enc_put_fn put, void *c
 	return 0;
 }
 
-static uint32_t auto_rows(uint64_t rowlen)
+static uint32_t auto_rows(uint64_t rowlen, int quality)
 {
-	uint64_t rows = PNG_ENC_STRIP_TARGET / rowlen;
+	uint64_t rows = PNG_ENC_STRIP_TARGET(quality) / rowlen;
 	return rows ? (uint32_t)rows : 1;
 }
 
@@ -203,7 +203,7 @@ kiln_status png_enc_plan(const kiln_pngenc_params *params, const kiln_pngenc_ima
 
 	uint64_t rowlen = rowbytes + 1;
 	uint64_t rps = params->single_strip ? img->height
-		     : params->rows_per_strip ? params->rows_per_strip : auto_rows(rowlen);
+		     : params->rows_per_strip ? params->rows_per_strip : auto_rows(rowlen, params->quality);
 	if (rps > img->height)
 		rps = img->height;
 	if (rps * rowlen > PNG_ENC_STRIP_MAX)
