@@ -46,7 +46,7 @@ typedef struct item {
 	kiln_buf data;       /* the fetched input; later the container file */
 	kiln_image image;    /* decoded pixels, between decode and encode */
 	bool gpu_decode;     /* not decoded yet: data goes to the GPU, which decodes it */
-	kiln_pngdec_info png; /* the probe of data, for gpu_decode */
+	kiln_pngdec_info png; /* the probe of data, for gpu_decode and format png */
 	kiln_png_source src; /* format png: the samples to encode, between decode and encode */
 	size_t reserved;     /* pixel budget held for image (or src) */
 	kiln_texture tex;    /* encoded levels, between encode and upload */
@@ -449,8 +449,8 @@ static void *fetch_main(void *arg)
  * the host). */
 static bool decode_on_gpu(const kiln_pipeline *p, const item *it, const kiln_pngdec_info *info)
 {
-	if (p->cfg.png_decoder != KILN_PNG_DECODER_KILN || !kiln_texenc_png_gpu_decodes(info) || it->shard->measure_psnr ||
-	    !kiln_texenc_gpu_supported(it->shard->opts.format))
+	if (p->cfg.png_decoder != KILN_PNG_DECODER_KILN || !kiln_texenc_png_gpu_decodes(info) ||
+	    it->shard->measure_psnr || !kiln_texenc_gpu_supported(it->shard->opts.format))
 		return false;
 	for (size_t d = 0; d < p->cfg.ndevices; d++)
 		if (p->cfg.devices[d].kind == KILN_DEVICE_GPU)
@@ -524,13 +524,14 @@ static void decode_one(kiln_pipeline *p, item *it)
 		it->reserved = budget_acquire(p, bytes);
 		t0 += kiln_now_ns() - wait; /* waiting for memory is not decoding */
 	}
-	it->png = info;
 	if (it->shard->png_out) {
+		it->png = info;
 		read_source(p, it, t0);
 		return;
 	}
 	if (p->cfg.png_decoder == KILN_PNG_DECODER_KILN && decode_on_gpu(p, it, &info)) {
 		it->gpu_decode = true;
+		it->png = info;
 		stage_account(&p->decode, t0, 1);
 		item_forward(p, &p->encode.in, it);
 		return;
