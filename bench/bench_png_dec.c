@@ -258,14 +258,20 @@ static void gpu_free(struct gpu_run *g)
 }
 
 /* Kernel-time MB/s of RGBA output for batches of 32 of the set's files; checks the
- * output against the CPU decoder once. Returns < 0 on failure. */
-static double gpu_rate(const bench_opts *opts, pd_set *s, int *failed)
+ * output against the CPU decoder once. Returns < 0 on failure. phases (NULL: none): the
+ * kernel times of one more batch, as text. legacy: kiln_pngdec_gpu_debug flags (1: no window
+ * walk, 8: no copy rounds, 16: the de-filter without shuffles, 32: headers by one lane). */
+static double gpu_rate(const bench_opts *opts, pd_set *s, int *failed, char *phases, size_t phases_cap,
+		       unsigned legacy)
 {
 	struct gpu_run *g = calloc(1, sizeof *g);
 	double rate = -1;
 	char err[256];
 	if (!g || kiln_gpu_stream_create(&g->stream) != KILN_OK)
 		goto fail;
+#ifdef KILN_HAVE_CUDA
+	kiln_pngdec_gpu_debug(legacy);
+#endif
 	for (int i = 0; i < GPU_BATCH; i++) {
 		kiln_buf *f = &s->files[i % NFILES];
 		if (kiln_pngdec_probe(f->data, f->len, NULL, &g->files[i].info, err, sizeof err) != KILN_OK)
@@ -307,7 +313,33 @@ static double gpu_rate(const bench_opts *opts, pd_set *s, int *failed)
 		}
 	}
 	rate = (double)g->rgba_bytes / sec / 1e6;
+#ifdef KILN_HAVE_CUDA
+	if (phases) {
+		float ms[4];
+		kiln_pngdec_gpu_debug(2 | legacy);
+		if (gpu_launch(g) == KILN_OK && kiln_pngdec_gpu_phase_ms(ms) == 0)
+			snprintf(phases, phases_cap, "gather %.3f ms, inflate %.3f ms, finish %.3f ms, defilter %.3f ms",
+				 ms[0], ms[1], ms[2], ms[3]);
+		unsigned long long v[12];
+		kiln_pngdec_gpu_debug(4 | legacy);
+		if (kiln_pngdec_gpu_prof(v) == 0 && gpu_launch(g) == KILN_OK && kiln_pngdec_gpu_prof(v) == 0 &&
+		    v[4] > 0) {
+			size_t n = strlen(phases);
+			double per = 1.0 / (double)v[4];
+			snprintf(phases + n, phases_cap - n,
+				 "; lane-0 clocks per output byte: headers %.1f, decode %.1f, copy %.1f, flush %.1f; "
+				 "%.1f matches/KB, %.2f headers/stream; %.1f windows/KB, %.1f symbols walked/KB, "
+				 "clocks per window: %.0f refill+lookups, %.0f walk",
+				 v[0] * per, v[1] * per, v[2] * per, v[3] * per, 1024.0 * v[5] * per,
+				 v[7] ? (double)v[6] / v[7] : 0, 1024.0 * v[8] * per, 1024.0 * v[9] * per,
+				 v[8] ? (double)v[10] / v[8] : 0, v[8] ? (double)v[11] / v[8] : 0);
+		}
+	}
+#endif
 fail:
+#ifdef KILN_HAVE_CUDA
+	kiln_pngdec_gpu_debug(0);
+#endif
 	if (g) {
 		gpu_free(g);
 		free(g);
@@ -355,7 +387,21 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 		double kn = cpu_rate(opts, s, DEC_KILN, pool, &failed);
 		double pn = cpu_rate(opts, s, DEC_LIBPNG, pool, &failed);
 		double sn = cpu_rate(opts, s, DEC_SPNG, pool, &failed);
-		double gk = kiln_gpu_count() > 0 ? gpu_rate(opts, s, &failed) : -1;
+		const char *ph = getenv("KILN_BENCH_PNGDEC_PHASES");
+		char phases[768] = "";
+		double gk = kiln_gpu_count() > 0 ? gpu_rate(opts, s, &failed, ph ? phases : NULL, sizeof phases, 0) : -1;
+#ifdef KILN_HAVE_CUDA
+		if (ph && gk > 0) {
+			bench_opts quick = *opts;
+			quick.warmup = 0;
+			quick.reps = 1;
+			quick.gpu_launches = 3;
+			char old_phases[768] = "";
+			double old = gpu_rate(&quick, s, &failed, old_phases, sizeof old_phases, 1 | 8 | 16 | 32);
+			fprintf(stderr, "pngdec GPU %s: %.0f MB/s (%s)\n  one symbol at a time, matches one by one, lane-0 headers, old de-filter: %.0f MB/s (%s)\n", names[k], gk,
+				phases, old, old_phases);
+		}
+#endif
 		char what[160];
 		snprintf(what, sizeof what, "%s files, CPU 1 thread", names[k]);
 		bench_row_rate(sec, what, k1, s1, "MB/s");

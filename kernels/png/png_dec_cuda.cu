@@ -2,22 +2,21 @@
 // memory) -> RGBA8 surfaces in device memory, in four kernels on one stream:
 //  1. gather: the IDAT payloads of a file split over several chunks are copied into one
 //     contiguous zlib stream (a block per file; single-IDAT files are read in place);
-//  2. inflate: one warp per strip (kiSt) or per file. Lane 0 decodes Huffman symbols with
-//     the tables and bit reader of png_inflate.h (tables in shared memory) into a batch of
-//     tokens; the warp then writes the batch's literals in parallel and resolves its
-//     matches one after another, 32 bytes of a match per step (byte j of a match is
-//     src[j % dist], so even short distances copy in parallel). The warp then computes
-//     the Adler-32 of what it inflated, lanes on slices combined with png_check.h;
+//  2. inflate: one warp per strip (kiSt) or per file, warp_inflate: the tables and bit
+//     reader of png_inflate.h (tables in shared memory), the symbols decoded by the whole
+//     warp a 32-bit window at a time into a ring of recent output in shared memory, the
+//     matches copied in rounds, each batch flushed to memory with its Adler-32 sums;
 //  3. finish: one warp per file checks the strips (status, sizes, the combined Adler-32
 //     against the trailer) and, when a kiSt chunk lied, inflates the file serially;
 //  4. de-filter: a tile-wave over bands of 32 rows. A warp takes the next band by ticket
 //     (atomicAdd: lower tickets are always held by running warps, so waiting on them
 //     cannot deadlock); lane k de-filters row k of the band one pixel behind lane k-1
-//     (the wave), with kiln_png_unfilter_byte, and converts the pixel with kiln_png_pixel
-//     into the surface. The band's last row publishes its progress (pixels done) in device
-//     memory every 32 pixels; the next band's first row waits on it only when its filter
-//     reads the row above (Up, Avg, Paeth): None/Sub rows, which start every kiSt strip,
-//     start at once.
+//     (the wave; the row above comes from lane k-1 by a shuffle), with
+//     kiln_png_unfilter_byte, and converts the pixel with kiln_png_pixel into the surface.
+//     The band's last row is written back de-filtered and publishes its progress (pixels
+//     done) in device memory every 32 pixels; the next band's first row waits on it only
+//     when its filter reads the row above (Up, Avg, Paeth): None/Sub rows, which start
+//     every kiSt strip, start at once.
 // Integer code from the same headers as the CPU path: the pixels are identical.
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -31,8 +30,10 @@ extern "C" {
 #include "kernels/png/png_inflate.h"
 
 #define FULL_MASK 0xffffffffu
-#define INFL_WARPS 3   // warps per CTA of the inflate kernels (tables: 13.6 KB each)
-#define NTOK 128       // tokens per batch
+#define INFL_WARPS 2   // warps per CTA of the inflate kernels (18.7 KB of shared memory each)
+#define NTOK 128       // match tokens per batch
+#define BATCH 1024     // output bytes per batch (a batch may end up to 257 bytes past)
+#define RING 4096      // recent output in shared memory (a power of 2 > BATCH + 257)
 #define BAND 32        // rows per de-filter band (a warp)
 #define DEF_WARPS 4
 
@@ -153,191 +154,643 @@ __global__ void pd_gather(const pd_file *files, uint32_t count, uint32_t *status
 
 struct token {
 	uint32_t pos;
-	uint32_t len_dist; // len << 16 | dist; len 0: a literal, its byte in dist
+	uint32_t len_dist; // len << 16 | dist (matches only: literals go straight to the ring)
 };
+
+// Clock counts of the inflater for kiln-bench (debug flag 4): lane 0's cycles in block
+// headers, in decoding, in the warp's match copies, in the flushes; output bytes, matches,
+// headers, streams; windows walked, symbols taken in the walks, clocks from a window's
+// refill to its lookups, clocks in the walks.
+__device__ unsigned long long g_prof[12];
 
 struct warp_shared {
 	kiln_inflate_tables t;
+	uint8_t ring[RING];  // the output around the current batch: positions [o_end - RING, o_end)
 	token tok[NTOK];
-	uint32_t n, done, rc, final;
-	uint64_t out_len, used;
+	uint8_t lens[288 + 32]; // a block's code lengths (warp_block_header)
+	uint32_t cnt[16], nxt[16];
+	uint32_t n, done, rc, final, adler;
+	uint64_t out_len, used, start, end; // start, end: this batch's output range
 };
 
-// Inflates raw deflate in[0, len) into out[0, cap) with one warp: the semantics of
-// kiln_inflate_raw (same results, same output bytes).
-__device__ static void warp_inflate(warp_shared *w, const uint8_t *in, size_t len, uint8_t *out,
-				    size_t cap, int strip)
+// ---- block headers by the whole warp -----------------------------------------------------
+// kiln_infl_block_header's semantics (same checks in the same order, same tables), with the
+// tables built by the 32 lanes: counts by __match_any_sync, codes ranked within chunks of 32
+// symbols, short codes filling the root in parallel, long codes marking their root slot
+// (atomicMax: no short code fills a long code's root slot) before the subtables are placed in
+// root order by a warp scan. Every lane keeps the same bit reader; lane 0 writes lengths.
+
+__device__ static int warp_build(warp_shared *w, uint32_t *table, uint32_t cap, uint32_t tb, const uint8_t *lens,
+				 uint32_t n, int kind)
 {
-	int lane = threadIdx.x & 31;
-	// lane 0's decoder state
+	const uint32_t lane = threadIdx.x & 31;
+	uint32_t root = 1u << tb;
+	if (lane < 16)
+		w->cnt[lane] = 0;
+	__syncwarp();
+	for (uint32_t c0 = 0; c0 < n; c0 += 32) {
+		uint32_t s = c0 + lane, v = s < n ? lens[s] : 16u;
+		uint32_t m = __match_any_sync(FULL_MASK, v);
+		if (v < 16 && lane == (uint32_t)__ffs(m) - 1)
+			w->cnt[v] += (uint32_t)__popc(m);
+		__syncwarp();
+	}
+	for (uint32_t i = lane; i < root; i += 32)
+		table[i] = KILN_INFL_ENTRY(0, 0, KILN_INFL_INVALID, 1);
+	uint32_t maxlen = 0;
+	for (int l = 15; l >= 1; l--)
+		if (w->cnt[l]) {
+			maxlen = (uint32_t)l;
+			break;
+		}
+	if (maxlen == 0) {
+		__syncwarp();
+		return 0;
+	}
+	int32_t left = 1;
+	for (int l = 1; l <= 15; l++) {
+		left <<= 1;
+		left -= (int32_t)w->cnt[l];
+		if (left < 0)
+			return -1;
+	}
+	if (left > 0 && (kind == 2 || maxlen != 1))
+		return -1;
+	for (int pass = 0; pass < (maxlen > tb ? 2 : 1); pass++) {
+		__syncwarp();
+		if (lane == 0) {
+			uint32_t code = 0;
+			w->nxt[0] = 0;
+			for (int l = 1; l <= 15; l++) {
+				code = (code + (l > 1 ? w->cnt[l - 1] : 0u)) << 1;
+				w->nxt[l] = code;
+			}
+		}
+		__syncwarp();
+		for (uint32_t c0 = 0; c0 < n; c0 += 32) {
+			uint32_t s = c0 + lane, v = s < n ? lens[s] : 0u;
+			uint32_t m = __match_any_sync(FULL_MASK, v);
+			uint32_t code = w->nxt[v] + (uint32_t)__popc(m & ((1u << lane) - 1));
+			__syncwarp();
+			if (v && lane == 31u - (uint32_t)__clz(m))
+				w->nxt[v] += (uint32_t)__popc(m);
+			__syncwarp();
+			if (v == 0)
+				continue;
+			uint32_t rev = kiln_infl_reverse(code, v);
+			if (pass == 0 && v <= tb) {
+				uint32_t e = kiln_infl_symbol_entry(kind, s, v);
+				for (uint32_t i = rev; i < root; i += 1u << v)
+					table[i] = e;
+			} else if (pass == 0) {
+				// the subtree's depth, as an entry of kind 15 (no real entry has it)
+				atomicMax(&table[rev & (root - 1)], 0xF00u | (v - tb));
+			} else if (v > tb) {
+				uint32_t link = table[rev & (root - 1)];
+				uint32_t start = link >> 16, sb = (link >> 12) & 15u;
+				uint32_t e = kiln_infl_symbol_entry(kind, s, v - tb);
+				for (uint32_t i = rev >> tb; i < (1u << sb); i += 1u << (v - tb))
+					table[start + i] = e;
+			}
+		}
+		__syncwarp();
+		if (pass == 0 && maxlen > tb) {
+			// subtables in root order: each lane a run of root/32 slots, a warp scan of sizes
+			uint32_t per = root / 32, p0 = lane * per, mine = 0;
+			for (uint32_t p = p0; p < p0 + per; p++) {
+				uint32_t t = table[p];
+				if (((t >> 8) & 15u) == 15u)
+					mine += 1u << (t & 15u);
+			}
+			uint32_t incl = mine;
+			for (int d = 1; d < 32; d <<= 1) {
+				uint32_t o = __shfl_up_sync(FULL_MASK, incl, d);
+				if (lane >= (uint32_t)d)
+					incl += o;
+			}
+			uint32_t total = root + __shfl_sync(FULL_MASK, incl, 31);
+			if (total > cap)
+				return -1;
+			uint32_t pos = root + incl - mine;
+			for (uint32_t p = p0; p < p0 + per; p++) {
+				uint32_t t = table[p];
+				if (((t >> 8) & 15u) == 15u) {
+					uint32_t sb = t & 15u, size = 1u << sb;
+					table[p] = KILN_INFL_ENTRY(pos, sb, KILN_INFL_LINK, tb);
+					for (uint32_t i = 0; i < size; i++)
+						table[pos + i] = KILN_INFL_ENTRY(0, 0, KILN_INFL_INVALID, 1);
+					pos += size;
+				}
+			}
+		}
+	}
+	__syncwarp();
+	return 0;
+}
+
+// kiln_infl_dynamic with the lengths in shared memory and the tables built by the warp.
+__device__ static int warp_dynamic(warp_shared *w, kiln_bits *b)
+{
+	const uint32_t lane = threadIdx.x & 31;
+	kiln_inflate_tables *t = &w->t;
+	kiln_bits_refill(b);
+	uint32_t hlit = (uint32_t)(b->buf & 31u) + 257;
+	uint32_t hdist = (uint32_t)((b->buf >> 5) & 31u) + 1;
+	uint32_t hclen = (uint32_t)((b->buf >> 10) & 15u) + 4;
+	kiln_bits_drop(b, 14);
+	if (hlit > 286 || hdist > 30)
+		return KILN_INFL_ERR_DATA;
+	if (lane < 19)
+		w->lens[lane] = 0;
+	__syncwarp();
+	kiln_bits_refill(b);
+	for (uint32_t i = 0; i < hclen; i++) {
+		if (b->count < 3)
+			kiln_bits_refill(b);
+		if (lane == 0)
+			w->lens[kiln_infl_pre_order[i]] = (uint8_t)(b->buf & 7u);
+		kiln_bits_drop(b, 3);
+	}
+	__syncwarp();
+	if (warp_build(w, t->pre, KILN_INFL_PRE_SIZE, KILN_INFL_PRE_BITS, w->lens, 19, 2) != 0)
+		return KILN_INFL_ERR_DATA;
+	uint32_t n = 0, total = hlit + hdist, last = 0;
+	while (n < total) {
+		kiln_bits_refill(b);
+		if (!kiln_bits_ok(b))
+			return KILN_INFL_ERR_TRUNCATED;
+		uint32_t e = kiln_infl_lookup(t->pre, KILN_INFL_PRE_BITS, b);
+		if (KILN_INFL_KIND(e) != KILN_INFL_LIT)
+			return KILN_INFL_ERR_DATA;
+		uint32_t sym = e >> 16;
+		if (sym < 16) {
+			if (lane == 0)
+				w->lens[n] = (uint8_t)sym;
+			n++;
+			last = sym;
+			continue;
+		}
+		uint32_t rep;
+		uint32_t val = 0;
+		if (sym == 16) {
+			if (n == 0)
+				return KILN_INFL_ERR_DATA;
+			val = last;
+			rep = 3 + (uint32_t)(b->buf & 3u);
+			kiln_bits_drop(b, 2);
+		} else if (sym == 17) {
+			rep = 3 + (uint32_t)(b->buf & 7u);
+			kiln_bits_drop(b, 3);
+		} else {
+			rep = 11 + (uint32_t)(b->buf & 127u);
+			kiln_bits_drop(b, 7);
+		}
+		if (rep > total - n)
+			return KILN_INFL_ERR_DATA;
+		for (uint32_t i = lane; i < rep; i += 32)
+			w->lens[n + i] = (uint8_t)val;
+		n += rep;
+		last = val;
+	}
+	__syncwarp();
+	if (w->lens[256] == 0)
+		return KILN_INFL_ERR_DATA;
+	if (warp_build(w, t->lit, KILN_INFL_LIT_SIZE, KILN_INFL_LIT_BITS, w->lens, hlit, 0) != 0)
+		return KILN_INFL_ERR_DATA;
+	if (warp_build(w, t->dist, KILN_INFL_DIST_SIZE, KILN_INFL_DIST_BITS, w->lens + hlit, hdist, 1) != 0)
+		return KILN_INFL_ERR_DATA;
+	return KILN_INFL_OK;
+}
+
+// kiln_infl_block_header by the whole warp.
+__device__ static int warp_block_header(warp_shared *w, kiln_bits *b, uint32_t *bfinal, uint32_t *btype,
+					uint32_t *stored_len)
+{
+	const uint32_t lane = threadIdx.x & 31;
+	kiln_bits_refill(b);
+	*bfinal = (uint32_t)(b->buf & 1u);
+	*btype = (uint32_t)((b->buf >> 1) & 3u);
+	kiln_bits_drop(b, 3);
+	if (*btype == 0) {
+		kiln_bits_drop(b, b->count & 7u);
+		kiln_bits_refill(b);
+		uint32_t len = (uint32_t)(b->buf & 0xFFFFu), nlen = (uint32_t)((b->buf >> 16) & 0xFFFFu);
+		kiln_bits_drop(b, 32);
+		if (!kiln_bits_ok(b))
+			return KILN_INFL_ERR_TRUNCATED;
+		if ((len ^ 0xFFFFu) != nlen)
+			return KILN_INFL_ERR_DATA;
+		*stored_len = len;
+		return KILN_INFL_OK;
+	}
+	if (*btype == 1) {
+		// kiln_infl_fixed's lengths
+		for (uint32_t i = lane; i < 288 + 32; i += 32)
+			w->lens[i] = (uint8_t)(i < 144 ? 8 : i < 256 ? 9 : i < 280 ? 7 : i < 288 ? 8 : 5);
+		__syncwarp();
+		warp_build(w, w->t.lit, KILN_INFL_LIT_SIZE, KILN_INFL_LIT_BITS, w->lens, 288, 0);
+		warp_build(w, w->t.dist, KILN_INFL_DIST_SIZE, KILN_INFL_DIST_BITS, w->lens + 288, 32, 1);
+		return KILN_INFL_OK;
+	}
+	if (*btype == 2)
+		return warp_dynamic(w, b);
+	return KILN_INFL_ERR_DATA;
+}
+
+// png_inflate.h's block header by lane 0 alone (flag 32, for comparison), out of line.
+__device__ __noinline__ static int block_header(kiln_inflate_tables *t, kiln_bits *b, uint32_t *bfinal,
+						uint32_t *btype, uint32_t *stored)
+{
+	return kiln_infl_block_header(t, b, bfinal, btype, stored);
+}
+
+// Inflates raw deflate in[0, len) into out[0, cap) with one warp: the semantics of
+// kiln_inflate_raw (same results, same output bytes), plus the Adler-32 of the output.
+// Every lane runs the decoder on the same state; block headers go through
+// warp_block_header (the lanes build the tables together). In batches of up to BATCH
+// output bytes or NTOK matches:
+//  - decode: literals (and stored bytes) go straight into a ring of the recent output in
+//    shared memory, matches into a token list. Huffman symbols are read a 32-bit window at
+//    a time: lane k looks up the literal/length and distance entries at bit offset k, and
+//    the warp walks the window from symbol to symbol by shuffles (a symbol it cannot take
+//    whole, a long code, the end of a block or any error, goes through the one-symbol
+//    path, kiln_infl_huffman's checks in its order). The walk only runs while 16 input
+//    bytes remain, where refills never feed the zero bytes past the end, so refilling once
+//    per window reads the same bits as refilling before each symbol;
+//  - copy: the batch's matches, each lane one match (bytes in order, byte j from
+//    src[j % dist]), in rounds: a match is copied once its source lies before the first
+//    match not yet copied (all final there); a long match (> 64 bytes) is copied by the
+//    whole warp, 32 bytes a step. Sources more than RING - BATCH - 258 bytes back are read
+//    from out (flushed by earlier batches), the others from the ring;
+//  - flush: the batch to out, with the Adler-32 sums of its bytes.
+// flags: 1 one symbol at a time (no window walk), 4 clock counts, 8 matches one after
+// another by the whole warp (no rounds), 32 block headers by lane 0 (png_inflate.h's code).
+__device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *in, size_t len, uint8_t *out,
+						 size_t cap, int strip, int flags)
+{
+	const int prof = flags & 4, walk = !(flags & 1), rounds = !(flags & 8);
+	const int lane = threadIdx.x & 31;
+	long long t_hdr = 0, t_dec = 0, t_copy = 0, t_flush = 0, t0 = 0, nmatch = 0, nhdr = 0;
+	long long nwin = 0, nwsym = 0, t_wset = 0, t_walk = 0, tw = 0;
+	// the decoder state, the same in every lane
 	kiln_bits b;
-	size_t o = 0;
-	int in_block = 0, blocks = 0;
+	size_t o = 0, stored_left = 0;
+	int in_block = 0, blocks = 0, stored_rc = KILN_INFL_OK;
 	uint32_t bfinal = 0, btype = 0;
 	int rc = KILN_INFL_OK, final = 0, done = 0;
-	if (lane == 0)
-		kiln_bits_init(&b, in, len);
+	uint32_t adler = 1u;
+	kiln_bits_init(&b, in, len);
 	for (;;) {
-		if (lane == 0) {
-			uint32_t n = 0;
-			while (n < NTOK && !done) {
-				if (!in_block) {
-					if (final || (strip && blocks > 0 && (b.count & 7u) == 0 &&
-						      kiln_bits_consumed(&b) == len)) {
-						done = 1;
-						break;
+		uint32_t n = 0;
+		size_t start = o, limit = o + BATCH;
+		if (prof)
+			t0 = clock64();
+		// the next batch's input into L1 (the refills load words on the critical path)
+		if (lane >= 1 && lane <= 4 && b.pos + 128 * (size_t)lane < len)
+			asm volatile("prefetch.global.L1 [%0];" ::"l"(in + b.pos + 128 * (size_t)lane));
+		while (!done && n < NTOK && o < limit) {
+			if (stored_left) {
+				// a stored block's bytes from the input (after those the bit buffer
+				// held), as kiln_infl_stored
+				size_t m = stored_left < limit - o ? stored_left : limit - o;
+				for (size_t i = (size_t)lane; i < m; i += 32)
+					w->ring[(o + i) & (RING - 1)] = b.in[b.pos + i];
+				o += m;
+				b.pos += m;
+				stored_left -= m;
+				if (stored_left == 0 && stored_rc != KILN_INFL_OK) {
+					rc = stored_rc;
+					done = 1;
+				} else if (stored_left == 0 && bfinal) {
+					final = 1;
+				}
+				continue;
+			}
+			if (!in_block) {
+				if (final || (strip && blocks > 0 && (b.count & 7u) == 0 && kiln_bits_consumed(&b) == len)) {
+					done = 1;
+					break;
+				}
+				uint32_t stored = 0;
+				long long th = prof ? clock64() : 0;
+				__syncwarp();
+				if (!(flags & 32)) {
+					rc = warp_block_header(w, &b, &bfinal, &btype, &stored);
+				} else {
+					if (lane == 0)
+						rc = block_header(&w->t, &b, &bfinal, &btype, &stored);
+					__syncwarp();
+					rc = __shfl_sync(FULL_MASK, rc, 0);
+					bfinal = __shfl_sync(FULL_MASK, bfinal, 0);
+					btype = __shfl_sync(FULL_MASK, btype, 0);
+					stored = __shfl_sync(FULL_MASK, stored, 0);
+					b.buf = __shfl_sync(FULL_MASK, (unsigned long long)b.buf, 0);
+					b.pos = (size_t)__shfl_sync(FULL_MASK, (unsigned long long)b.pos, 0);
+					b.count = __shfl_sync(FULL_MASK, b.count, 0);
+					b.overrun = __shfl_sync(FULL_MASK, b.overrun, 0);
+				}
+				if (prof) {
+					t_hdr += clock64() - th;
+					nhdr++;
+				}
+				if (rc == KILN_INFL_ERR_DATA && o >= cap && cap > 0)
+					rc = KILN_INFL_OUTPUT_FULL; // as kiln_inflate_raw
+				if (rc != KILN_INFL_OK) {
+					done = 1;
+					break;
+				}
+				if (btype == 0) {
+					// kiln_infl_stored: first the whole bytes in the bit buffer (at
+					// most 3 after LEN/NLEN), then the input directly
+					blocks++;
+					while (stored > 0 && b.count >= 8) {
+						if (o >= cap) {
+							rc = KILN_INFL_OUTPUT_FULL;
+							break;
+						}
+						if (lane == 0)
+							w->ring[o & (RING - 1)] = (uint8_t)b.buf;
+						o++;
+						kiln_bits_drop(&b, 8);
+						stored--;
 					}
-					uint32_t stored = 0;
-					rc = kiln_infl_block_header(&w->t, &b, &bfinal, &btype, &stored);
-					if (rc == KILN_INFL_ERR_DATA && o >= cap && cap > 0)
-						rc = KILN_INFL_OUTPUT_FULL; // as kiln_inflate_raw
+					if (rc == KILN_INFL_OK && !kiln_bits_ok(&b))
+						rc = KILN_INFL_ERR_TRUNCATED;
 					if (rc != KILN_INFL_OK) {
 						done = 1;
 						break;
 					}
-					if (btype == 0) {
-						rc = kiln_infl_stored(&b, stored, out, &o, cap);
-						blocks++;
-						if (rc != KILN_INFL_OK) {
+					if (stored > 0) {
+						b.buf = 0;
+						b.count = 0;
+						size_t avail = b.end - b.pos;
+						size_t nn = stored < avail ? stored : avail;
+						size_t room = cap - o;
+						size_t m = nn < room ? nn : room;
+						stored_left = m;
+						stored_rc = m < nn ? KILN_INFL_OUTPUT_FULL
+								   : nn < stored ? KILN_INFL_ERR_TRUNCATED : KILN_INFL_OK;
+						if (m == 0) {
+							rc = stored_rc; // never OK here
 							done = 1;
 							break;
 						}
-						if (bfinal)
-							final = 1;
-						continue;
-					}
-					in_block = 1;
-				}
-				if (b.count < 48)
-					kiln_bits_refill(&b);
-				if (b.overrun > 8) {
-					rc = KILN_INFL_ERR_TRUNCATED;
-					done = 1;
-					break;
-				}
-				uint32_t e = kiln_infl_lookup(w->t.lit, KILN_INFL_LIT_BITS, &b);
-				uint32_t kind = KILN_INFL_KIND(e);
-				if (kind == KILN_INFL_LIT) {
-					if (o >= cap) {
-						rc = KILN_INFL_OUTPUT_FULL;
-						done = 1;
-						break;
-					}
-					w->tok[n].pos = (uint32_t)o;
-					w->tok[n].len_dist = e >> 16;
-					n++;
-					o++;
-					continue;
-				}
-				if (kind == KILN_INFL_EOB) {
-					in_block = 0;
-					blocks++;
-					if (!kiln_bits_ok(&b)) {
-						rc = KILN_INFL_ERR_TRUNCATED;
-						done = 1;
-						break;
+						continue; // the bytes: at the top of the loop
 					}
 					if (bfinal)
 						final = 1;
 					continue;
 				}
-				if (o >= cap) { // as kiln_infl_huffman: past the image, libpng only drains
-					rc = KILN_INFL_OUTPUT_FULL;
-					done = 1;
-					break;
+				in_block = 1;
+			}
+			if (prof)
+				tw = clock64();
+			if (b.count < 48)
+				kiln_bits_refill(&b);
+			if (b.overrun > 8) {
+				rc = KILN_INFL_ERR_TRUNCATED;
+				done = 1;
+				break;
+			}
+			if (walk && b.end - b.pos >= 16) {
+				// the input 256 bytes on into L1 (a line is about 30 windows)
+				if (lane == 1 && (b.pos & 127) < 8)
+					asm volatile("prefetch.global.L1 [%0];" ::"l"(b.in + b.pos + 256));
+				// the window: entries at bit offsets 0..31 (count >= 48 here)
+				uint32_t ek = w->t.lit[(uint32_t)(b.buf >> lane) & ((1u << KILN_INFL_LIT_BITS) - 1)];
+				uint32_t dk = w->t.dist[(uint32_t)(b.buf >> lane) & ((1u << KILN_INFL_DIST_BITS) - 1)];
+				if (prof) {
+					if (__any_sync(FULL_MASK, (ek & dk) == 0xFFFFFFFFu)) // waits for the lookups
+						asm volatile("");
+					long long t1 = clock64();
+					t_wset += t1 - tw;
+					tw = t1;
+					nwin++;
 				}
-				if (kind != KILN_INFL_LEN) {
-					rc = KILN_INFL_ERR_DATA;
-					done = 1;
-					break;
-				}
-				uint32_t extra = (e >> 12) & 15u;
-				uint32_t l = (e >> 16) + (uint32_t)(b.buf & ((1u << extra) - 1));
-				kiln_bits_drop(&b, extra);
-				uint32_t d = kiln_infl_lookup(w->t.dist, KILN_INFL_DIST_BITS, &b);
-				if (KILN_INFL_KIND(d) != KILN_INFL_LEN) {
-					rc = KILN_INFL_ERR_DATA;
-					done = 1;
-					break;
-				}
-				extra = (d >> 12) & 15u;
-				uint32_t dist = (d >> 16) + (uint32_t)(b.buf & ((1u << extra) - 1));
-				kiln_bits_drop(&b, extra);
-				if (dist > o) {
-					rc = KILN_INFL_ERR_DISTANCE;
-					done = 1;
-					break;
-				}
-				if (l > cap - o) {
-					l = (uint32_t)(cap - o);
-					rc = KILN_INFL_OUTPUT_FULL;
-					done = 1;
-				}
-				if (l) {
-					w->tok[n].pos = (uint32_t)o;
-					w->tok[n].len_dist = l << 16 | dist;
+				size_t o_walk = o;
+				uint32_t n_walk = n, mbytes = 0; // symbols walked: literals + matches
+				size_t lim = limit < cap ? limit : cap;
+				uint32_t pos = 0, cnt = b.count;
+				while (pos < 32 && o < lim && n < NTOK) {
+					uint32_t e = __shfl_sync(FULL_MASK, ek, pos);
+					uint32_t kind = KILN_INFL_KIND(e), eb = e & 0xFFu;
+					if (kind == KILN_INFL_LIT) {
+						if (lane == 0)
+							w->ring[o & (RING - 1)] = (uint8_t)(e >> 16);
+						o++;
+						pos += eb;
+						continue;
+					}
+					if (kind != KILN_INFL_LEN)
+						break;
+					uint32_t ex = (e >> 12) & 15u, dpos = pos + eb + ex;
+					if (dpos >= 32)
+						break;
+					uint32_t l = (e >> 16) + ((uint32_t)(b.buf >> (pos + eb)) & ((1u << ex) - 1));
+					uint32_t d = __shfl_sync(FULL_MASK, dk, dpos);
+					if (KILN_INFL_KIND(d) != KILN_INFL_LEN)
+						break;
+					uint32_t db = d & 0xFFu, dx = (d >> 12) & 15u;
+					if (dpos + db + dx > cnt)
+						break;
+					uint32_t dist = (d >> 16) + ((uint32_t)(b.buf >> (dpos + db)) & ((1u << dx) - 1));
+					if (dist > o || l > cap - o)
+						break;
+					if (lane == 0) {
+						w->tok[n].pos = (uint32_t)o;
+						w->tok[n].len_dist = l << 16 | dist;
+					}
 					n++;
 					o += l;
+					mbytes += l;
+					pos = dpos + db + dx;
+				}
+				if (prof) {
+					t_walk += clock64() - tw;
+					nwsym += (long long)(o - o_walk) + (long long)(n - n_walk) - (long long)mbytes;
+				}
+				if (pos) {
+					kiln_bits_drop(&b, pos);
+					continue;
+				}
+				if (!(o < limit && n < NTOK))
+					continue; // the batch is full: the loop ends
+			}
+			// one symbol, as kiln_infl_huffman
+			uint32_t e = kiln_infl_lookup(w->t.lit, KILN_INFL_LIT_BITS, &b);
+			uint32_t kind = KILN_INFL_KIND(e);
+			if (kind == KILN_INFL_LIT) {
+				if (o >= cap) {
+					rc = KILN_INFL_OUTPUT_FULL;
+					done = 1;
+					break;
+				}
+				if (lane == 0)
+					w->ring[o & (RING - 1)] = (uint8_t)(e >> 16);
+				o++;
+				continue;
+			}
+			if (kind == KILN_INFL_EOB) {
+				in_block = 0;
+				blocks++;
+				if (!kiln_bits_ok(&b)) {
+					rc = KILN_INFL_ERR_TRUNCATED;
+					done = 1;
+					break;
+				}
+				if (bfinal)
+					final = 1;
+				continue;
+			}
+			if (o >= cap) { // as kiln_infl_huffman: past the image, libpng only drains
+				rc = KILN_INFL_OUTPUT_FULL;
+				done = 1;
+				break;
+			}
+			if (kind != KILN_INFL_LEN) {
+				rc = KILN_INFL_ERR_DATA;
+				done = 1;
+				break;
+			}
+			uint32_t extra = (e >> 12) & 15u;
+			uint32_t l = (e >> 16) + (uint32_t)(b.buf & ((1u << extra) - 1));
+			kiln_bits_drop(&b, extra);
+			uint32_t d = kiln_infl_lookup(w->t.dist, KILN_INFL_DIST_BITS, &b);
+			if (KILN_INFL_KIND(d) != KILN_INFL_LEN) {
+				rc = KILN_INFL_ERR_DATA;
+				done = 1;
+				break;
+			}
+			extra = (d >> 12) & 15u;
+			uint32_t dist = (d >> 16) + (uint32_t)(b.buf & ((1u << extra) - 1));
+			kiln_bits_drop(&b, extra);
+			if (dist > o) {
+				rc = KILN_INFL_ERR_DISTANCE;
+				done = 1;
+				break;
+			}
+			if (l > cap - o) {
+				l = (uint32_t)(cap - o);
+				rc = KILN_INFL_OUTPUT_FULL;
+				done = 1;
+			}
+			if (l) {
+				if (lane == 0) {
+					w->tok[n].pos = (uint32_t)o;
+					w->tok[n].len_dist = l << 16 | dist;
+				}
+				n++;
+				o += l;
+			}
+		}
+		if (done && rc == KILN_INFL_OK && !kiln_bits_ok(&b))
+			rc = KILN_INFL_ERR_TRUNCATED;
+		size_t end = o;
+		if (prof) {
+			long long t1 = clock64();
+			t_dec += t1 - t0;
+			t0 = t1;
+			nmatch += n;
+		}
+		__syncwarp();
+		// sources at or after end - RING are in the ring (RING > BATCH + 258: all sources
+		// before them were flushed by earlier batches)
+		uint32_t first = 0;
+		while (first < n) {
+			token t = w->tok[first];
+			if (!rounds || (t.len_dist >> 16) > 64) {
+				uint32_t l = t.len_dist >> 16;
+				uint32_t dist = t.len_dist & 0xFFFFu;
+				size_t p = t.pos;
+				for (uint32_t j = lane; j < l; j += 32) {
+					uint32_t jj = j < dist ? j : j % dist;
+					size_t q = p - dist + jj;
+					uint8_t v = q + RING >= end ? w->ring[q & (RING - 1)] : out[q];
+					w->ring[(p + j) & (RING - 1)] = v;
+				}
+				first++;
+				__syncwarp();
+				continue;
+			}
+			// a round: everything before the first match not yet copied is final
+			size_t hwm = t.pos;
+			uint32_t i = first + (uint32_t)lane;
+			bool pending = false;
+			if (i < n) {
+				token u = w->tok[i];
+				uint32_t l = u.len_dist >> 16, dist = u.len_dist & 0xFFFFu;
+				size_t p = u.pos;
+				size_t src = p - dist;
+				size_t src_end = src + (l < dist ? l : dist);
+				if (l > 64 || src_end > hwm) {
+					pending = l > 0;
+				} else if (l > 0) {
+					uint32_t k = 0;
+					for (uint32_t j = 0; j < l; j++) {
+						size_t q = src + k;
+						uint8_t v = q + RING >= end ? w->ring[q & (RING - 1)] : out[q];
+						w->ring[(p + j) & (RING - 1)] = v;
+						if (++k == dist)
+							k = 0;
+					}
+					w->tok[i].len_dist = 0; // copied
 				}
 			}
-			if (done && rc == KILN_INFL_OK && !kiln_bits_ok(&b))
-				rc = KILN_INFL_ERR_TRUNCATED;
-			w->n = n;
-			w->done = (uint32_t)done;
-		}
-		__syncwarp();
-		uint32_t n = w->n;
-		for (uint32_t i = lane; i < n; i += 32) {
-			token t = w->tok[i];
-			if ((t.len_dist >> 16) == 0)
-				out[t.pos] = (uint8_t)t.len_dist;
-		}
-		__syncwarp();
-		for (uint32_t i = 0; i < n; i++) {
-			token t = w->tok[i];
-			uint32_t l = t.len_dist >> 16;
-			if (l == 0)
-				continue;
-			uint32_t dist = t.len_dist & 0xFFFFu;
-			uint8_t *dst = out + t.pos;
-			const uint8_t *src = dst - dist;
-			for (uint32_t j = lane; j < l; j += 32)
-				dst[j] = src[j % dist];
+			uint32_t pend = __ballot_sync(FULL_MASK, pending);
+			first = pend ? first + (uint32_t)(__ffs(pend) - 1) : first + 32;
 			__syncwarp();
 		}
-		uint32_t all_done = w->done;
+		if (prof && lane == 0) {
+			long long t1 = clock64();
+			t_copy += t1 - t0;
+			t0 = t1;
+		}
+		// flush [start, end) and sum it for the Adler-32: sum of x_i and of (L - i) x_i
+		uint32_t L = (uint32_t)(end - start), s1 = 0, s2 = 0;
+		for (uint32_t i = lane; i < L; i += 32) {
+			uint32_t v = w->ring[(start + i) & (RING - 1)];
+			out[start + i] = (uint8_t)v;
+			s1 += v;
+			s2 += (L - i) * v;
+		}
+		s1 = __reduce_add_sync(FULL_MASK, s1);
+		s2 = __reduce_add_sync(FULL_MASK, s2);
+		if (L) {
+			uint32_t a = (1u + s1 % KILN_ADLER_MOD) % KILN_ADLER_MOD;
+			uint32_t bb = (L % KILN_ADLER_MOD + s2 % KILN_ADLER_MOD) % KILN_ADLER_MOD;
+			adler = kiln_adler32_combine(adler, bb << 16 | a, L);
+		}
 		__syncwarp();
-		if (all_done)
+		if (prof && lane == 0)
+			t_flush += clock64() - t0;
+		if (done)
 			break;
 	}
+	if (prof && lane == 0) {
+		atomicAdd(&g_prof[0], (unsigned long long)(t_hdr));
+		atomicAdd(&g_prof[1], (unsigned long long)(t_dec - t_hdr));
+		atomicAdd(&g_prof[2], (unsigned long long)t_copy);
+		atomicAdd(&g_prof[3], (unsigned long long)t_flush);
+		atomicAdd(&g_prof[4], (unsigned long long)o);
+		atomicAdd(&g_prof[5], (unsigned long long)nmatch);
+		atomicAdd(&g_prof[6], (unsigned long long)nhdr);
+		atomicAdd(&g_prof[7], 1ull);
+		atomicAdd(&g_prof[8], (unsigned long long)nwin);
+		atomicAdd(&g_prof[9], (unsigned long long)nwsym);
+		atomicAdd(&g_prof[10], (unsigned long long)t_wset);
+		atomicAdd(&g_prof[11], (unsigned long long)t_walk);
+	}
+	size_t used = kiln_bits_consumed(&b);
+	if (rc == KILN_INFL_OK && strip && used != len)
+		rc = KILN_INFL_ERR_STRIP;
 	if (lane == 0) {
-		size_t used = kiln_bits_consumed(&b);
-		if (rc == KILN_INFL_OK && strip && used != len)
-			rc = KILN_INFL_ERR_STRIP;
 		w->rc = (uint32_t)rc;
 		w->final = (uint32_t)final;
 		w->out_len = o;
 		w->used = used;
+		w->adler = adler;
 	}
 	__syncwarp();
-}
-
-// Adler-32 of p[0, n) by a warp: lane slices, combined in order.
-__device__ static uint32_t warp_adler(const uint8_t *p, size_t n)
-{
-	int lane = threadIdx.x & 31;
-	size_t per = (n + 31) / 32;
-	size_t a = (size_t)lane * per < n ? (size_t)lane * per : n;
-	size_t e = a + per < n ? a + per : n;
-	uint32_t mine = kiln_adler32_update(1u, p + a, e - a);
-	uint32_t total = 1u;
-	for (int k = 0; k < 32; k++) {
-		uint32_t v = __shfl_sync(FULL_MASK, mine, k);
-		size_t ka = (size_t)k * per < n ? (size_t)k * per : n;
-		size_t ke = ka + per < n ? ka + per : n;
-		total = kiln_adler32_combine(total, v, ke - ka);
-	}
-	return total;
 }
 
 __device__ static void strip_rows(const pd_file *f, uint32_t i, uint32_t *r0, uint32_t *r1)
@@ -349,7 +802,7 @@ __device__ static void strip_rows(const pd_file *f, uint32_t i, uint32_t *r0, ui
 
 // 2: one warp per strip (per file without kiSt).
 __global__ void __launch_bounds__(32 * INFL_WARPS)
-pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const uint32_t *status)
+pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const uint32_t *status, int flags)
 {
 	__shared__ warp_shared ws[INFL_WARPS];
 	uint32_t wid = threadIdx.x / 32;
@@ -369,10 +822,11 @@ pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const ui
 				res[0] = KILN_INFL_ERR_DATA + 100; // header
 			return;
 		}
-		warp_inflate(&ws[wid], f->zlib + 2, (size_t)f->zlib_size - 2, f->filt, (size_t)f->filtered_size, 0);
+		warp_inflate(&ws[wid], f->zlib + 2, (size_t)f->zlib_size - 2, f->filt, (size_t)f->filtered_size, 0,
+			     flags);
 		uint32_t adler = 0;
 		if (ws[wid].rc == KILN_INFL_OK && ws[wid].out_len == f->filtered_size)
-			adler = warp_adler(f->filt, (size_t)f->filtered_size);
+			adler = ws[wid].adler;
 		if (lane == 0) {
 			res[0] = ws[wid].rc;
 			res[1] = adler;
@@ -389,10 +843,10 @@ pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const ui
 	size_t rowlen = (size_t)f->rowbytes + 1;
 	uint8_t *out = f->filt + (size_t)r0 * rowlen;
 	size_t want = (size_t)(r1 - r0) * rowlen;
-	warp_inflate(&ws[wid], f->zlib + off, next - off, out, want, 1);
+	warp_inflate(&ws[wid], f->zlib + off, next - off, out, want, 1, flags);
 	bool ok = ws[wid].rc == KILN_INFL_OK && ws[wid].out_len == want &&
 		  ws[wid].final == (uint32_t)(s + 1 == f->strips);
-	uint32_t adler = ok ? warp_adler(out, want) : 0;
+	uint32_t adler = ok ? ws[wid].adler : 0;
 	if (lane == 0) {
 		res[0] = ok ? 0u : 1u;
 		res[1] = adler;
@@ -406,7 +860,7 @@ __device__ static uint32_t infl_to_status(uint32_t rc)
 
 // 3: one warp per file: verdict on the strips, serial fallback when they lied.
 __global__ void __launch_bounds__(32 * INFL_WARPS)
-pd_finish(const pd_file *files, uint32_t count, uint32_t *status)
+pd_finish(const pd_file *files, uint32_t count, uint32_t *status, int flags)
 {
 	__shared__ warp_shared ws[INFL_WARPS];
 	uint32_t wid = threadIdx.x / 32;
@@ -457,7 +911,8 @@ pd_finish(const pd_file *files, uint32_t count, uint32_t *status)
 	if (kiln_zlib_header_check(f->zlib[0], f->zlib[1]) != 0) {
 		st = ST_HEADER;
 	} else {
-		warp_inflate(&ws[wid], f->zlib + 2, (size_t)f->zlib_size - 2, f->filt, (size_t)f->filtered_size, 0);
+		warp_inflate(&ws[wid], f->zlib + 2, (size_t)f->zlib_size - 2, f->filt, (size_t)f->filtered_size, 0,
+			     flags);
 		uint32_t rc = ws[wid].rc;
 		if (rc == KILN_INFL_OUTPUT_FULL) {
 			st = ST_OK;
@@ -466,7 +921,7 @@ pd_finish(const pd_file *files, uint32_t count, uint32_t *status)
 		} else if (ws[wid].out_len < f->filtered_size || f->zlib_size - 2 - ws[wid].used < 4) {
 			st = ST_TRUNCATED;
 		} else {
-			uint32_t adler = warp_adler(f->filt, (size_t)f->filtered_size);
+			uint32_t adler = ws[wid].adler;
 			if (kiln_png_be32(f->zlib + 2 + ws[wid].used) != adler)
 				st = ST_CORRUPT;
 		}
@@ -477,7 +932,7 @@ pd_finish(const pd_file *files, uint32_t count, uint32_t *status)
 
 // 4: the de-filter wave over bands.
 __global__ void __launch_bounds__(32 * DEF_WARPS)
-pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globals *g, uint32_t *status)
+pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globals *g, uint32_t *status, int flags)
 {
 	int lane = threadIdx.x & 31;
 	for (;;) {
@@ -514,7 +969,47 @@ pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globa
 		uint32_t bpp = f->bpp, width = f->width;
 		uint32_t a[4] = {0, 0, 0, 0}, c[4] = {0, 0, 0, 0};
 		uint8_t *dst_row = f->rgba + (size_t)y * f->stride;
-		for (uint32_t step = 0; step < width + rows_here - 1; step++) {
+		// The row above comes from lane - 1 by a shuffle (the pixel it de-filtered one step
+		// earlier); lane 0 reads it from memory, where the band above wrote its last row.
+		uint32_t mine = 0; // this lane's last de-filtered pixel, sample k in byte k
+		bool last = (uint32_t)lane == rows_here - 1;
+		for (uint32_t step = 0; !(flags & 16) && step < width + rows_here - 1; step++) {
+			int32_t x = (int32_t)step - lane;
+			uint32_t up = __shfl_up_sync(FULL_MASK, mine, 1);
+			if (active && x >= 0 && (uint32_t)x < width) {
+				if (wait && seen < (uint32_t)x + 1) {
+					while ((seen = *upper) < (uint32_t)x + 1)
+						;
+					__threadfence();
+				}
+				uint8_t px[4];
+				size_t base = (size_t)x * bpp;
+				uint32_t packed = 0;
+				if (((uint32_t)x & 31u) == 0 && base + 256 < f->rowbytes) // this row, ahead
+					asm volatile("prefetch.global.L1 [%0];" ::"l"(row + 1 + base + 256));
+				for (uint32_t k = 0; k < bpp; k++) {
+					uint32_t bb = 0;
+					if (lane > 0)
+						bb = (up >> (8 * k)) & 0xFFu;
+					else if (prev && type >= KILN_PNG_FILTER_UP) // None, Sub: b unused
+						bb = __ldcg(prev + base + k);
+					uint32_t v = kiln_png_unfilter_byte(type, row[1 + base + k], a[k], bb, c[k]);
+					if (last)
+						row[1 + base + k] = (uint8_t)v; // the next band's lane 0 reads it
+					px[k] = (uint8_t)v;
+					packed |= v << (8 * k);
+					a[k] = v;
+					c[k] = bb;
+				}
+				mine = packed;
+				kiln_png_store_pixel(dst_row + 4 * (size_t)x, kiln_png_pixel(&f->format, px, 0));
+				if (last && (((uint32_t)x & 31u) == 31u || (uint32_t)x + 1 == width)) {
+					__threadfence();
+					atomicExch(&f->progress[band], (uint32_t)x + 1);
+				}
+			}
+		}
+		for (uint32_t step = 0; (flags & 16) && step < width + rows_here - 1; step++) {
 			int32_t x = (int32_t)step - lane;
 			if (active && x >= 0 && (uint32_t)x < width) {
 				if (wait && seen < (uint32_t)x + 1) {
@@ -546,6 +1041,42 @@ pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globa
 }
 
 // ---- host ------------------------------------------------------------------------------
+
+// Measurement hooks for kiln-bench (png_dec.h): flags 1, 4, 8 and 32
+// are warp_inflate's (A/B of its decode, copy and header methods, clock counts: kiln_pngdec_gpu_prof
+// reads and clears them), 16 runs the de-filter without shuffles (A/B), 2 records events
+// around the four kernels of the following calls (kiln_pngdec_gpu_phase_ms gives the last
+// call's kernel times).
+static unsigned g_debug;
+static cudaEvent_t g_ev[5];
+
+extern "C" void kiln_pngdec_gpu_debug(unsigned flags)
+{
+	if ((flags & 2u) && !g_ev[4])
+		for (int i = 0; i < 5; i++)
+			if (cudaEventCreate(&g_ev[i]) != cudaSuccess)
+				g_ev[i] = NULL;
+	g_debug = flags;
+}
+
+extern "C" int kiln_pngdec_gpu_prof(unsigned long long v[12])
+{
+	static const unsigned long long zero[12] = {0};
+	if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(v, g_prof, sizeof zero) != cudaSuccess ||
+	    cudaMemcpyToSymbol(g_prof, zero, sizeof zero) != cudaSuccess)
+		return -1;
+	return 0;
+}
+
+extern "C" int kiln_pngdec_gpu_phase_ms(float ms[4])
+{
+	if (!g_ev[4] || cudaEventSynchronize(g_ev[4]) != cudaSuccess)
+		return -1;
+	for (int i = 0; i < 4; i++)
+		if (cudaEventElapsedTime(&ms[i], g_ev[i], g_ev[i + 1]) != cudaSuccess)
+			return -1;
+	return 0;
+}
 
 static unsigned sm_count(void)
 {
@@ -645,14 +1176,27 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 	if (strips == 0)
 		return KILN_OK;
 	uint32_t c32 = (uint32_t)count;
+	int flags = (int)(g_debug & 45u), timed = (g_debug & 2u) && g_ev[4];
+	if (timed)
+		cudaEventRecord(g_ev[0], s);
 	pd_gather<<<c32, 256, 0, s>>>(d_files, c32, d_status);
-	pd_inflate<<<(strips + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, strips, d_status);
-	pd_finish<<<(c32 + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, d_status);
+	if (timed)
+		cudaEventRecord(g_ev[1], s);
+	pd_inflate<<<(strips + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, strips, d_status,
+										      flags);
+	if (timed)
+		cudaEventRecord(g_ev[2], s);
+	pd_finish<<<(c32 + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, d_status, flags);
+	if (timed)
+		cudaEventRecord(g_ev[3], s);
 	unsigned warps = sm_count() * 16;
 	if (warps > bands)
 		warps = bands;
 	unsigned grid = (warps + DEF_WARPS - 1) / DEF_WARPS;
-	pd_defilter<<<grid, 32 * DEF_WARPS, 0, s>>>(d_files, c32, bands, (pd_globals *)(base + l.globals), d_status);
+	pd_defilter<<<grid, 32 * DEF_WARPS, 0, s>>>(d_files, c32, bands, (pd_globals *)(base + l.globals), d_status,
+						    (int)g_debug);
+	if (timed)
+		cudaEventRecord(g_ev[4], s);
 	return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERR_CUDA;
 }
 

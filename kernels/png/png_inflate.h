@@ -112,12 +112,16 @@ KILN_HD uint32_t kiln_infl_symbol_entry(int kind, uint32_t s, uint32_t len)
 
 KILN_HD uint32_t kiln_infl_reverse(uint32_t code, uint32_t len)
 {
+#ifdef __CUDA_ARCH__
+	return len ? __brev(code) >> (32 - len) : 0; /* one instruction on the GPU */
+#else
 	uint32_t r = 0;
 	for (uint32_t i = 0; i < len; i++) {
 		r = (r << 1) | (code & 1u);
 		code >>= 1;
 	}
 	return r;
+#endif
 }
 
 /* Builds the table of an alphabet of n symbols with code lengths lens[] (0..15) into
