@@ -522,13 +522,18 @@ __global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plan
 __global__ void pngenc_copy_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
 				   const png_strip_result *results, uint8_t *scratch, int chain)
 {
+	__shared__ uint64_t to;
 	for (uint64_t k = blockIdx.y; k < strips; k += gridDim.y) {
 		const png_plan *pl = &plans[plan_of(plans, count, k)];
 		uint32_t i = (uint32_t)(k - pl->first_strip);
 		const png_strip_result *res = results + pl->first_strip;
-		uint64_t to = pl->idat_off + 10;
-		for (uint32_t j = 0; j < i; j++)
-			to += (uint64_t)res[j].size + 12;
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			to = pl->idat_off + 10;
+			for (uint32_t j = 0; j < i; j++)
+				to += (uint64_t)res[j].size + 12;
+		}
+		__syncthreads();
 		const uint8_t *from = strip_scratch(scratch, pl, i, chain).out;
 		uint32_t size = res[i].size;
 		for (uint32_t b = blockIdx.x * blockDim.x + threadIdx.x; b < size; b += gridDim.x * blockDim.x)
@@ -536,31 +541,61 @@ __global__ void pngenc_copy_kernel(const png_plan *plans, uint32_t count, uint64
 	}
 }
 
-// Per image, on one thread: signature, IHDR, each strip's IDAT header, zlib header and
-// trailer, CRC, then kiSt and IEND, around the data the copy kernel put in place.
-__global__ void pngenc_assemble_kernel(const png_plan *plans, uint32_t count, const png_strip_result *results,
-				       uint64_t *out_sizes)
+// Per image, by a warp: signature and IHDR (lane 0), the stream's Adler-32 (lane 0, a
+// combine per strip), then every strip's chunk at once (offsets by a warp scan of the
+// chunk sizes; the CRC combines, the costly part, a lane per strip), then kiSt and IEND,
+// around the data the copy kernel put in place.
+__global__ void __launch_bounds__(32) pngenc_assemble_kernel(const png_plan *plans, uint32_t count,
+							     const png_strip_result *results, uint64_t *out_sizes)
 {
 	__shared__ uint32_t table[256];
 	load_crc_table(table);
-	if (threadIdx.x != 0)
-		return;
+	int lane = threadIdx.x & 31;
 	for (uint32_t j = blockIdx.x; j < count; j += gridDim.x) {
 		const png_plan *pl = &plans[j];
 		const png_strip_result *res = results + pl->first_strip;
 		int ok = 1;
-		for (uint32_t k = 0; k < pl->strip_count; k++)
+		for (uint32_t k = (uint32_t)lane; k < pl->strip_count; k += 32)
 			ok &= res[k].ok != 0;
-		if (!ok) {
-			out_sizes[pl->batch_index] = 0;
+		if (!__all_sync(FULL_MASK, ok)) {
+			if (lane == 0)
+				out_sizes[pl->batch_index] = 0;
 			continue;
 		}
-		png_write_head(pl, table);
-		png_asm state;
-		png_asm_init(pl, &state);
-		for (uint32_t k = 0; k < pl->strip_count; k++)
-			png_asm_strip(pl, &state, k, &res[k], table);
-		out_sizes[pl->batch_index] = png_asm_finish(pl, &state, table);
+		uint32_t adler = 1;
+		if (lane == 0) {
+			png_write_head(pl, table);
+			for (uint32_t k = 0; k < pl->strip_count; k++)
+				adler = png_asm_adler(pl, adler, k, &res[k]);
+		}
+		adler = __shfl_sync(FULL_MASK, adler, 0);
+		png_asm a;
+		png_asm_init(pl, &a);
+		for (uint32_t k0 = 0; k0 < pl->strip_count; k0 += 32) {
+			uint32_t k = k0 + (uint32_t)lane;
+			bool mine = k < pl->strip_count;
+			uint64_t csize = mine ? png_asm_chunk_size(pl, k, &res[k]) : 0;
+			uint32_t zsize = mine ? res[k].size : 0;
+			// inclusive scans over the lanes
+			uint64_t cpre = csize;
+			uint32_t zpre = zsize;
+			for (int d = 1; d < 32; d <<= 1) {
+				uint64_t c = __shfl_up_sync(FULL_MASK, cpre, d);
+				uint32_t z = __shfl_up_sync(FULL_MASK, zpre, d);
+				if (lane >= d) {
+					cpre += c;
+					zpre += z;
+				}
+			}
+			if (mine)
+				png_asm_chunk(pl, a.pos + cpre - csize, a.zoff + zpre - zsize, adler, k, &res[k], table);
+			a.pos += __shfl_sync(FULL_MASK, cpre, 31);
+			a.zoff += __shfl_sync(FULL_MASK, zpre, 31);
+		}
+		a.adler = adler;
+		__syncwarp();
+		if (lane == 0)
+			out_sizes[pl->batch_index] = png_asm_finish(pl, &a, table);
 	}
 }
 
@@ -736,8 +771,9 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 	pngenc_deflate_kernel<<<g4, 32, 0, s>>>(d_plans, valid, strips, d_scratch, d_results, chain);
 	{
 		const int threads = 256;
+		// a few CTAs a strip, each looping: most strips fill a fraction of their bound
 		uint64_t gx = (png_deflate_strip_bound(L.max_n) + threads - 1) / threads;
-		dim3 grid((unsigned)(gx < 65535 ? gx : 65535), (unsigned)(strips < 65535 ? strips : 65535));
+		dim3 grid((unsigned)(gx < 8 ? gx : 8), (unsigned)(strips < 65535 ? strips : 65535));
 		pngenc_copy_kernel<<<grid, threads, 0, s>>>(d_plans, valid, strips, d_results, d_scratch, chain);
 	}
 	pngenc_assemble_kernel<<<valid < 65535 ? valid : 65535, 32, 0, s>>>(d_plans, valid, d_results, d_out_sizes);

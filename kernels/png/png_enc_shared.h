@@ -204,15 +204,23 @@ KILN_HD uint64_t png_asm_data_off(const png_asm *a, uint32_t i)
 	return a->pos + 8 + (i == 0 ? 2 : 0);
 }
 
-/* Once strip i's data sits at png_asm_data_off: its IDAT header, zlib header / trailer,
- * CRC, and its kiSt offset. */
-KILN_HD void png_asm_strip(const png_plan *pl, png_asm *a, uint32_t i, const png_strip_result *r,
-			   const uint32_t *crc_table)
+/* Bytes of strip i's IDAT chunk around r->size bytes of deflate data (the first also
+ * holds the zlib header, the last the Adler-32 trailer). */
+KILN_HD uint64_t png_asm_chunk_size(const png_plan *pl, uint32_t i, const png_strip_result *r)
+{
+	return 12 + (uint64_t)r->size + (i == 0 ? 2 : 0) + (i + 1 == pl->strip_count ? 4 : 0);
+}
+
+/* Once strip i's data sits in its chunk at pos (data at pos + 8, after the zlib header for
+ * strip 0): the chunk's header, the zlib header / trailer (adler: the whole stream's, used
+ * by the last strip), the CRC, and its kiSt offset zoff. Depends on no other strip's
+ * chunk, so the GPU writes all of them at once. */
+KILN_HD void png_asm_chunk(const png_plan *pl, uint64_t pos, uint32_t zoff, uint32_t adler, uint32_t i,
+			   const png_strip_result *r, const uint32_t *crc_table)
 {
 	uint8_t *d = pl->dst;
-	uint32_t y0, rows = png_plan_strip_rows(pl, i, &y0);
 	int first = i == 0, last = i + 1 == pl->strip_count;
-	uint8_t *h = d + a->pos;
+	uint8_t *h = d + pos;
 	uint32_t len = r->size + (first ? 2 : 0) + (last ? 4 : 0);
 	png_put_be32(h, len);
 	h[4] = 'I';
@@ -225,18 +233,32 @@ KILN_HD void png_asm_strip(const png_plan *pl, png_asm *a, uint32_t i, const png
 	}
 	uint32_t crc = kiln_crc32_update_table(crc_table, 0, h + 4, first ? 6 : 4);
 	crc = kiln_crc32_combine(crc, r->crc, r->size);
-	a->adler = kiln_adler32_combine(a->adler, r->adler, (uint64_t)rows * png_plan_rowlen(pl));
-	uint8_t *end = d + png_asm_data_off(a, i) + r->size;
+	uint8_t *end = h + 8 + (first ? 2 : 0) + r->size;
 	if (last) {
-		png_put_be32(end, a->adler);
+		png_put_be32(end, adler);
 		crc = kiln_crc32_update_table(crc_table, crc, end, 4);
 		end += 4;
 	}
 	png_put_be32(end, crc);
 	if (pl->kist)
-		png_put_be32(d + pl->kist_off + 8 + 20 + 4 * (uint64_t)i, a->zoff);
+		png_put_be32(d + pl->kist_off + 8 + 20 + 4 * (uint64_t)i, zoff);
+}
+
+/* Adler-32 of strip i's filtered bytes appended to `adler`, that of the strips before. */
+KILN_HD uint32_t png_asm_adler(const png_plan *pl, uint32_t adler, uint32_t i, const png_strip_result *r)
+{
+	uint32_t y0, rows = png_plan_strip_rows(pl, i, &y0);
+	return kiln_adler32_combine(adler, r->adler, (uint64_t)rows * png_plan_rowlen(pl));
+}
+
+/* Strip i in order, after strips 0 .. i - 1 (the serial form of png_asm_chunk). */
+KILN_HD void png_asm_strip(const png_plan *pl, png_asm *a, uint32_t i, const png_strip_result *r,
+			   const uint32_t *crc_table)
+{
+	a->adler = png_asm_adler(pl, a->adler, i, r);
+	png_asm_chunk(pl, a->pos, a->zoff, a->adler, i, r, crc_table);
 	a->zoff += r->size;
-	a->pos = (uint64_t)(end + 4 - d);
+	a->pos += png_asm_chunk_size(pl, i, r);
 }
 
 /* After the last strip: kiSt (its offsets are already in place) and IEND. Returns the
