@@ -7,7 +7,10 @@
  *    second plane for the channel farthest from the principal line (every varying
  *    channel at high); 2 partitions: the seeds whose patterns best match a 2-means
  *    clustering, re-ranked by the residual of a line fit per partition, the best 1 / 3 / 6
- *    (fast / medium / high) searched in full;
+ *    (fast / medium / high) searched in full (at high also the best one with a second
+ *    plane); 3 and 4 partitions likewise from a k-means clustering (patterns matched
+ *    under the best relabelling), at medium (1 + 1 searched) and high (2 + 1), only for
+ *    blocks still far off, not at fast;
  *  - per fit, the block modes are first ranked without encoding (astc_enc_estimate):
  *    ideal weights decimated to each grid (least squares by correction steps), then per
  *    mode the error of quantising them and an expected endpoint quantisation error for
@@ -15,8 +18,11 @@
  *    once, the best 1 / 3 / 4 of those refined (alternating endpoint least squares and
  *    weight re-projection) and polished (each grid weight and colour value moved one
  *    quantisation level while the exact error falls);
- *  - endpoint kinds: direct (CEM 8 RGB, 12 RGBA) and base+scale (CEM 6 RGB, 10 RGB with
- *    two alphas), which leave more bits for colour precision.
+ *  - endpoint kinds: direct (CEM 8 RGB, 12 RGBA), base+scale (CEM 6 RGB, 10 RGB with
+ *    two alphas), which leave more bits for colour precision, and luminance (CEM 0 L,
+ *    4 L+alpha) for gray blocks; under the first two a gray partition (R = G = B) among
+ *    coloured ones takes the smallest mode the block's other CEMs allow. Direct
+ *    endpoints use blue contraction where its decoded endpoints are closer.
  * Every candidate is a function of (block, fit, mode, kind) and the choice is an argmin
  * over integer exact errors with ties to the first, so candidates can later be split
  * across GPU lanes and reduced. Float appears in the fits and the estimate (evaluated in
@@ -72,6 +78,11 @@ typedef struct astc_enc_ctx {
 	astc_enc_grid grids[ASTC_ENC_MAX_GRIDS];
 	uint64_t part2[ASTC_ENC_SEEDS][3]; /* 144 bits per seed */
 	uint8_t part2_ok[ASTC_ENC_SEEDS];  /* both partitions non-empty, first of its pattern */
+	/* the 3- [0] and 4-partition [1] patterns of every seed as two bit planes (texel i is
+	 * in partition plane0_i + 2 plane1_i); part34_ok bit c: every partition of count
+	 * c + 3 non-empty and no earlier seed with the same pattern up to relabelling */
+	uint64_t part34[2][ASTC_ENC_SEEDS][2][3];
+	uint8_t part34_ok[ASTC_ENC_SEEDS];
 	/* the code of the next lower [0] and next higher [1] value of each weight and colour
 	 * code (trit and quint ranges do not order their codes by value); the code itself at
 	 * either end */
@@ -81,6 +92,61 @@ typedef struct astc_enc_ctx {
 	uint16_t grid_modes[ASTC_ENC_MAX_MODES];
 	uint16_t grid_first[ASTC_ENC_MAX_GRIDS + 1];
 } astc_enc_ctx;
+
+/* Bits set in x (SWAR on the CPU: no builtin that may become a library call). */
+KILN_HD int astc_enc_popcount(uint64_t x)
+{
+#ifdef __CUDA_ARCH__
+	return __popcll(x);
+#else
+	x = x - ((x >> 1) & 0x5555555555555555ull);
+	x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+	x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+	return (int)((x * 0x0101010101010101ull) >> 56);
+#endif
+}
+
+/* The 3- and 4-partition patterns of every seed. A pattern's identity up to relabelling
+ * is a hash of its labels renumbered in order of first appearance; a seed whose hash an
+ * earlier seed has is dropped (a hash collision only drops one more candidate, and the
+ * context is built once on the host, so both backends see the same set). */
+KILN_HD void astc_enc_init_part34(astc_enc_ctx *ctx, int n)
+{
+	int bw = ctx->bw, bh = ctx->bh;
+	uint64_t hashes[2][ASTC_ENC_SEEDS];
+	for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
+		ctx->part34_ok[s] = 0;
+		for (int c = 0; c < 2; c++) {
+			int count = c + 3, seen[4] = {0, 0, 0, 0}, map[4] = {-1, -1, -1, -1}, next = 0;
+			uint64_t planes[2][3] = {{0, 0, 0}, {0, 0, 0}};
+			uint64_t h = 1469598103934665603ull;
+			for (int y = 0; y < bh; y++) {
+				for (int x = 0; x < bw; x++) {
+					int i = y * bw + x, p = astc_partition(s, x, y, count, n);
+					if (p & 1)
+						planes[0][i >> 6] |= 1ull << (i & 63);
+					if (p & 2)
+						planes[1][i >> 6] |= 1ull << (i & 63);
+					seen[p] = 1;
+					if (map[p] < 0)
+						map[p] = next++;
+					h = (h ^ (uint64_t)map[p]) * 1099511628211ull;
+				}
+			}
+			for (int k = 0; k < 2; k++)
+				for (int w = 0; w < 3; w++)
+					ctx->part34[c][s][k][w] = planes[k][w];
+			int ok = 1;
+			for (int p = 0; p < count; p++)
+				ok &= seen[p];
+			for (int t = 0; t < s && ok; t++)
+				if (((ctx->part34_ok[t] >> c) & 1) && hashes[c][t] == h)
+					ok = 0;
+			hashes[c][s] = h;
+			ctx->part34_ok[s] = (uint8_t)(ctx->part34_ok[s] | (ok << c));
+		}
+	}
+}
 
 KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 {
@@ -155,6 +221,7 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 		}
 		ctx->part2_ok[s] = (uint8_t)ok;
 	}
+	astc_enc_init_part34(ctx, n);
 	int at = 0;
 	for (int g = 0; g < ctx->grid_count; g++) {
 		ctx->grid_first[g] = (uint16_t)at;
@@ -227,21 +294,35 @@ typedef struct astc_enc_fit {
 	int ccs;                /* 4: one weight plane */
 	uint8_t part[ASTC_MAX_TEXELS];
 	uint8_t alpha[4];       /* partition p has alpha below 255 (needs CEM 12) */
+	uint8_t gray[4];        /* every texel of partition p has R == G == B */
 	uint32_t resid[4];      /* per channel: squared distance of the texels from the line */
+	uint32_t gray_err;      /* squared distance of the texels' RGB from the gray axis */
 	float w[ASTC_MAX_TEXELS];
 	float w1[ASTC_MAX_TEXELS];
 } astc_enc_fit;
 
 /* Principal axis of each partition by power iteration (no square roots), projections
- * normalised to 0..1, oriented so that endpoint 1 has the larger RGB sum (the direct
- * modes need s1 >= s0 to avoid blue contraction). */
+ * normalised to 0..1, oriented so that endpoint 1 has the larger RGB sum (plain direct
+ * endpoints need s1 >= s0; blue-contracted ones store 2r + 2g - b in that order, which
+ * usually grows the same way; see astc_enc_quant_endpoints). Also notes the partitions
+ * with alpha and the gray ones, and the block's distance from gray. */
 KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 {
 	for (int k = 0; k < 4; k++)
 		fit->resid[k] = 0;
+	/* the gray-axis distance in ninths: (3 c - (r + g + b))^2 summed over RGB, over 9 */
+	uint32_t g9 = 0;
+	for (int i = 0; i < blk->n; i++) {
+		int sum = blk->px[i][0] + blk->px[i][1] + blk->px[i][2];
+		for (int c = 0; c < 3; c++) {
+			int d = 3 * blk->px[i][c] - sum;
+			g9 += (uint32_t)(d * d);
+		}
+	}
+	fit->gray_err = (g9 + 4) / 9;
 	for (int p = 0; p < fit->parts; p++) {
 		float mean[4] = {0, 0, 0, 0};
-		int cnt = 0, alpha = 0;
+		int cnt = 0, alpha = 0, gray = 1;
 		int cmin = 255, cmax = 0;
 		for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
@@ -250,6 +331,7 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 			for (int c = 0; c < 4; c++)
 				mean[c] += (float)blk->px[i][c];
 			alpha |= blk->px[i][3] != 255;
+			gray &= blk->px[i][0] == blk->px[i][1] && blk->px[i][1] == blk->px[i][2];
 			if (fit->ccs < 4) {
 				int v = blk->px[i][fit->ccs];
 				cmin = v < cmin ? v : cmin;
@@ -257,6 +339,7 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 			}
 		}
 		fit->alpha[p] = (uint8_t)alpha;
+		fit->gray[p] = (uint8_t)gray;
 		if (cnt == 0)
 			continue;
 		for (int c = 0; c < 4; c++)
@@ -521,14 +604,26 @@ KILN_HD void astc_enc_line_endpoints(const astc_enc_block *blk, const astc_enc_f
 
 /* Quantises the endpoints of every partition into s (colour range s->crange) for its
  * CEM: direct (8, 12) puts endpoint 1 on the side of the larger RGB sum after
- * quantisation; base+scale (6, 10) stores the brighter endpoint and the scale that best
- * maps it onto the other. Returns a bit mask of the partitions whose endpoints were
- * swapped (their weights must invert). */
+ * quantisation, or blue-contracts them; base+scale (6, 10) stores the brighter endpoint
+ * and the scale that best maps it onto the other; luminance (0, 4) the mean of R, G, B.
+ * Returns a bit mask of the partitions whose endpoints were swapped (their weights must
+ * invert). */
 KILN_HD int astc_enc_quant_endpoints(astc_symbolic *s, int ep[4][2][4])
 {
 	int pos = 0, swapped = 0, cr = s->crange;
 	for (int p = 0; p < s->partitions; p++) {
 		int cem = s->cem[p];
+		if (cem == 0 || cem == 4) {
+			/* the luminance that fits R, G and B best is their mean */
+			for (int e = 0; e < 2; e++) {
+				int l = (ep[p][e][0] + ep[p][e][1] + ep[p][e][2] + 1) / 3;
+				s->colors[pos + e] = astc_color_quant[cr][l];
+				if (cem == 4)
+					s->colors[pos + 2 + e] = astc_color_quant[cr][ep[p][e][3]];
+			}
+			pos += astc_cem_values(cem);
+			continue;
+		}
 		if (cem == 6 || cem == 10) {
 			int hi = ep[p][1][0] + ep[p][1][1] + ep[p][1][2] >= ep[p][0][0] + ep[p][0][1] + ep[p][0][2] ? 1 : 0;
 			int lo = 1 - hi;
@@ -561,6 +656,44 @@ KILN_HD int astc_enc_quant_endpoints(astc_symbolic *s, int ep[4][2][4])
 					sum[e] += astc_color_unquant[cr][q[e][k]];
 			}
 		}
+		/* blue contraction: values (2r - b, 2g - b, b) decode to (r, g, b) with R and G
+		 * at twice the precision, when the stored RGB sums decrease (endpoint 0 then comes
+		 * from the odd values). Kept where its decoded endpoints are closer; with several
+		 * partitions only in the orientation that needs no weight inversion. */
+		int errp = 0, errb = 0, sb[2] = {0, 0};
+		uint8_t qb[2][3];
+		for (int e = 0; e < 2; e++) {
+			qb[e][2] = astc_color_quant[cr][ep[p][e][2]];
+			int ub = astc_color_unquant[cr][qb[e][2]];
+			for (int k = 0; k < 3; k++) {
+				int d = astc_color_unquant[cr][q[e][k]] - ep[p][e][k];
+				errp += d * d;
+				int u = ub;
+				if (k < 2) {
+					int t = 2 * ep[p][e][k] - ub;
+					qb[e][k] = astc_color_quant[cr][t < 0 ? 0 : (t > 255 ? 255 : t)];
+					u = (astc_color_unquant[cr][qb[e][k]] + ub) >> 1;
+				}
+				sb[e] += astc_color_unquant[cr][qb[e][k]];
+				d = u - ep[p][e][k];
+				errb += d * d;
+			}
+		}
+		int first = sb[0] < sb[1] ? 0 : (sb[1] < sb[0] && s->partitions == 1 ? 1 : -1);
+		if (first >= 0 && errb < errp) {
+			for (int k = 0; k < 3; k++) {
+				s->colors[pos + 2 * k] = qb[1 - first][k];
+				s->colors[pos + 2 * k + 1] = qb[first][k];
+			}
+			if (rgba) {
+				s->colors[pos + 6] = q[1 - first][3];
+				s->colors[pos + 7] = q[first][3];
+			}
+			if (first)
+				swapped |= 1 << p;
+			pos += rgba ? 8 : 6;
+			continue;
+		}
 		int lo = 0, hi = 1;
 		if (sum[1] < sum[0]) {
 			lo = 1;
@@ -576,14 +709,37 @@ KILN_HD int astc_enc_quant_endpoints(astc_symbolic *s, int ep[4][2][4])
 	return swapped;
 }
 
-/* Sets the CEM of every partition for an endpoint kind (0 direct, 1 base+scale) and the
- * colour range the mode leaves; 0 when the values do not fit. */
+/* Endpoint kinds: 0 direct (CEM 8, 12), 1 base+scale (6, 10), 2 luminance (0, 4). */
+#define ASTC_ENC_KINDS 3
+
+/* Sets the CEM of every partition for an endpoint kind and the colour range the mode
+ * leaves; 0 when the values do not fit. Under kinds 0 and 1 a gray partition among
+ * coloured ones takes the smallest mode that the others' class allows (the CEMs of one
+ * block may differ by one class only): luminance, luminance+alpha, then the kind's own. */
 KILN_HD int astc_enc_set_cems(astc_symbolic *s, const astc_enc_fit *fit, int ccs, int kind, int weight_bits)
 {
 	int values = 0, mixed = 0, parts = s->partitions;
+	if (kind == 2 && ccs < 3)
+		return 0;
+	int top = 0, allgray = 1;
 	for (int p = 0; p < parts; p++) {
 		int alpha = fit->alpha[p] || ccs == 3;
-		s->cem[p] = (uint8_t)(kind ? (alpha ? 10 : 6) : (alpha ? 12 : 8));
+		int cem = kind == 2 ? (alpha ? 4 : 0) : (kind ? (alpha ? 10 : 6) : (alpha ? 12 : 8));
+		s->cem[p] = (uint8_t)cem;
+		allgray &= fit->gray[p];
+		if (!fit->gray[p] && (cem >> 2) > top)
+			top = cem >> 2;
+	}
+	for (int p = 0; p < parts && kind < 2 && !allgray && ccs >= 3; p++) {
+		if (!fit->gray[p])
+			continue;
+		int alpha = fit->alpha[p] || ccs == 3;
+		int cem = alpha ? 4 : 0;
+		if ((cem >> 2) < top - 1)
+			cem = top - 1 == 1 ? 4 : (top - 1 == 2 ? (alpha ? 10 : 8) : s->cem[p]);
+		s->cem[p] = (uint8_t)cem;
+	}
+	for (int p = 0; p < parts; p++) {
 		values += astc_cem_values(s->cem[p]);
 		mixed |= s->cem[p] != s->cem[0];
 	}
@@ -935,6 +1091,101 @@ KILN_HD void astc_enc_two_means(const astc_enc_block *blk, const astc_enc_fit *l
 	}
 }
 
+/* k clusters (k = 3, 4) of the block's colours as k bit sets: Lloyd iterations from the
+ * texel lowest on the principal axis and then, one by one, the texel farthest from the
+ * centres so far (ties to the lower texel; a texel goes to the lower of equidistant
+ * centres). */
+KILN_HD void astc_enc_k_means(const astc_enc_block *blk, const astc_enc_fit *line, int k, uint64_t masks[4][3])
+{
+	int c[4][4], lo = 0;
+	for (int i = 1; i < blk->n; i++)
+		if (line->w[i] < line->w[lo])
+			lo = i;
+	for (int ch = 0; ch < 4; ch++)
+		c[0][ch] = blk->px[lo][ch];
+	for (int j = 1; j < k; j++) {
+		int far = 0, fd = -1;
+		for (int i = 0; i < blk->n; i++) {
+			int md = 1 << 30;
+			for (int q = 0; q < j; q++) {
+				int d = 0;
+				for (int ch = 0; ch < 4; ch++) {
+					int a = blk->px[i][ch] - c[q][ch];
+					d += a * a;
+				}
+				md = d < md ? d : md;
+			}
+			if (md > fd) {
+				fd = md;
+				far = i;
+			}
+		}
+		for (int ch = 0; ch < 4; ch++)
+			c[j][ch] = blk->px[far][ch];
+	}
+	for (int it = 0; it < 4; it++) {
+		int sum[4][4] = {{0}}, cnt[4] = {0, 0, 0, 0};
+		for (int q = 0; q < 4; q++)
+			masks[q][0] = masks[q][1] = masks[q][2] = 0;
+		for (int i = 0; i < blk->n; i++) {
+			int l = 0, ld = 1 << 30;
+			for (int q = 0; q < k; q++) {
+				int d = 0;
+				for (int ch = 0; ch < 4; ch++) {
+					int a = blk->px[i][ch] - c[q][ch];
+					d += a * a;
+				}
+				if (d < ld) {
+					ld = d;
+					l = q;
+				}
+			}
+			masks[l][i >> 6] |= 1ull << (i & 63);
+			cnt[l]++;
+			for (int ch = 0; ch < 4; ch++)
+				sum[l][ch] += blk->px[i][ch];
+		}
+		for (int q = 0; q < k; q++)
+			if (cnt[q])
+				for (int ch = 0; ch < 4; ch++)
+					c[q][ch] = (sum[q][ch] + cnt[q] / 2) / cnt[q];
+	}
+}
+
+/* Texels of a k-clustering outside the partitions of seed s (k = 3, 4) under the best
+ * matching of clusters to partitions. */
+KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k, uint64_t masks[4][3], int n)
+{
+	const uint64_t(*pl)[3] = ctx->part34[k - 3][seed];
+	int words = (n + 63) >> 6, cnt[4][4];
+	for (int b = 0; b < k; b++) {
+		for (int a = 0; a < k; a++)
+			cnt[a][b] = 0;
+		for (int w = 0; w < words; w++) {
+			uint64_t p0 = pl[0][w], p1 = pl[1][w];
+			uint64_t pm = ((b & 1) ? p0 : ~p0) & ((b & 2) ? p1 : ~p1);
+			for (int a = 0; a < k; a++)
+				cnt[a][b] += astc_enc_popcount(masks[a][w] & pm);
+		}
+	}
+	/* the best assignment over every permutation (6 or 24) */
+	int best = 0;
+	for (int b0 = 0; b0 < k; b0++)
+		for (int b1 = 0; b1 < k; b1++) {
+			if (b1 == b0)
+				continue;
+			for (int b2 = 0; b2 < k; b2++) {
+				if (b2 == b0 || b2 == b1)
+					continue;
+				int sum = cnt[0][b0] + cnt[1][b1] + cnt[2][b2];
+				if (k == 4)
+					sum += cnt[3][6 - b0 - b1 - b2];
+				best = sum > best ? sum : best;
+			}
+		}
+	return n - best;
+}
+
 #define ASTC_ENC_MAX_CAND 32
 /* modes per fit that the estimate passes on to exact encoding, per quality */
 #define ASTC_ENC_CAND(q) ((q) == KILN_QUALITY_FAST ? 6 : ((q) == KILN_QUALITY_MEDIUM ? 16 : 32))
@@ -1037,11 +1288,16 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 				}
 				e += q / 16.0f * lmean[pl];
 			}
-			for (int kind = 0; kind < 2; kind++) {
+			for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
+				/* a luminance candidate costs at least the block's distance from gray:
+				 * skipped once that cannot enter the list */
+				if (kind == 2 && have == count && errs[count - 1] <= (float)fit->gray_err)
+					continue;
 				if (!astc_enc_set_cems(&tmp, fit, ccs, kind, m->weight_bits))
 					continue;
 				float step = 255.0f / (float)(astc_ranges[tmp.crange].levels - 1);
-				float ek = e + (float)channels * step * step / 18.0f + (kind ? scale_err : 0.0f);
+				float ek = e + (float)channels * step * step / 18.0f +
+					   (kind == 1 ? scale_err : (kind == 2 ? (float)fit->gray_err : 0.0f));
 				/* insertion into the sorted list; ties keep the lower candidate first */
 				int at = have;
 				while (at > 0 && errs[at - 1] > ek)
@@ -1053,7 +1309,7 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 					cand[j] = cand[j - 1];
 					errs[j] = errs[j - 1];
 				}
-				cand[at] = 2 * mi + kind;
+				cand[at] = ASTC_ENC_KINDS * mi + kind;
 				errs[at] = ek;
 				if (have < count)
 					have++;
@@ -1067,7 +1323,15 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 
 /* Every block mode of the fit's plane count with a single fit (no refinement), then the
  * best few refined and polished: keeps *best / *best_err when nothing beats them. */
-KILN_HD void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_block *blk,
+/* astc_enc_search has several callers (one and two planes, 2, 3 and 4 partitions):
+ * under nvcc it stays one function instead of a copy inlined at each (with the copies
+ * the kernel took 128 registers instead of 96 and twice the spills). */
+#ifdef __CUDACC__
+#define ASTC_ENC_SEARCH_FN static __host__ __device__ __noinline__
+#else
+#define ASTC_ENC_SEARCH_FN KILN_HD
+#endif
+ASTC_ENC_SEARCH_FN void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 			     const astc_enc_fit *fit, int seed, int quality, astc_symbolic *best,
 			     uint32_t *best_err)
 {
@@ -1081,9 +1345,9 @@ KILN_HD void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 	int modes[ASTC_ENC_MAX_CAND];
 	int nmodes = astc_enc_estimate(ctx, blk, fit, dual, ASTC_ENC_CAND(quality), modes);
 	for (int c = 0; c < nmodes; c++) {
-		int m = modes[c] >> 1;
+		int m = modes[c] / ASTC_ENC_KINDS;
 		uint32_t limit = have == keep ? errs[have - 1] : UINT32_MAX;
-		int kind = modes[c] & 1;
+		int kind = modes[c] % ASTC_ENC_KINDS;
 		uint32_t e = astc_enc_try_mode(ctx, blk, fit, &ctx->modes[m], seed, 0, limit, &kind, &cand);
 		if (e < *best_err) {
 			*best_err = e;
@@ -1119,11 +1383,92 @@ KILN_HD void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 	}
 }
 
+/* k partitions (3, 4): the `tries` seeds whose patterns best match a k-means clustering,
+ * re-ranked by the residual of a line fit per partition, the best `full` searched. */
+KILN_HD void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_fit *line,
+				   int k, int tries, int full, int quality, astc_symbolic *best, uint32_t *best_err)
+{
+	int n = blk->n;
+	uint64_t masks[4][3];
+	astc_enc_k_means(blk, line, k, masks);
+	int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
+	uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
+	for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
+		if (!((ctx->part34_ok[s] >> (k - 3)) & 1))
+			continue;
+		uint32_t sc = (uint32_t)astc_enc_pattern_mismatch_k(ctx, s, k, masks, n);
+		int at = have;
+		while (at > 0 && scores[at - 1] > sc)
+			at--;
+		if (at >= tries)
+			continue;
+		int last = have < tries ? have : tries - 1;
+		for (int j = last; j > at; j--) {
+			seeds[j] = seeds[j - 1];
+			scores[j] = scores[j - 1];
+		}
+		seeds[at] = s;
+		scores[at] = sc;
+		if (have < tries)
+			have++;
+	}
+	astc_enc_fit f;
+	f.parts = k;
+	f.ccs = 4;
+	const uint64_t(*pl)[ASTC_ENC_SEEDS][2][3] = &ctx->part34[k - 3];
+	for (int t = 0; t < have; t++) {
+		for (int i = 0; i < n; i++)
+			f.part[i] = (uint8_t)(((*pl)[seeds[t]][0][i >> 6] >> (i & 63) & 1u) |
+					      (((*pl)[seeds[t]][1][i >> 6] >> (i & 63) & 1u) << 1));
+		astc_enc_fit_lines(blk, &f);
+		scores[t] = f.resid[0] + f.resid[1] + f.resid[2] + f.resid[3];
+	}
+	for (int j = 0; j < full && j < have && *best_err > 0; j++) {
+		int bi = j;
+		for (int t = j + 1; t < have; t++)
+			if (scores[t] < scores[bi])
+				bi = t;
+		int sd = seeds[bi];
+		uint32_t sc = scores[bi];
+		for (int t = bi; t > j; t--) {
+			seeds[t] = seeds[t - 1];
+			scores[t] = scores[t - 1];
+		}
+		seeds[j] = sd;
+		scores[j] = sc;
+		for (int i = 0; i < n; i++)
+			f.part[i] = (uint8_t)(((*pl)[sd][0][i >> 6] >> (i & 63) & 1u) |
+					      (((*pl)[sd][1][i >> 6] >> (i & 63) & 1u) << 1));
+		astc_enc_fit_lines(blk, &f);
+		astc_enc_search(ctx, blk, &f, sd, quality, best, best_err);
+	}
+}
+
+/* Per quality: 3- and 4-partition seeds scored by line fit, and searched in full; fast
+ * has none (it meets its target without, at its speed). Medium and high try them (and
+ * high the second plane with 2 partitions) only for blocks whose error so far exceeds
+ * ASTC_ENC_GATE per texel (smooth blocks rarely gain); medium tries 4 partitions only
+ * where 3 won or the error is still above 16 times that. */
+#ifndef ASTC_ENC_TRIES3
+#define ASTC_ENC_TRIES3(q) ((q) == KILN_QUALITY_FAST ? 0 : ((q) == KILN_QUALITY_MEDIUM ? 4 : 16))
+#define ASTC_ENC_FULL3(q) ((q) == KILN_QUALITY_FAST ? 0 : ((q) == KILN_QUALITY_MEDIUM ? 1 : 2))
+#define ASTC_ENC_TRIES4(q) ((q) == KILN_QUALITY_FAST ? 0 : ((q) == KILN_QUALITY_MEDIUM ? 4 : 16))
+#define ASTC_ENC_FULL4(q) ((q) == KILN_QUALITY_FAST ? 0 : ((q) == KILN_QUALITY_MEDIUM ? 1 : 1))
+#endif
+#ifndef ASTC_ENC_DUAL2
+#define ASTC_ENC_DUAL2(q) ((q) == KILN_QUALITY_HIGH)
+#endif
+#ifndef ASTC_ENC_GATE
+#define ASTC_ENC_GATE(q) ((q) == KILN_QUALITY_HIGH ? 4 : 16)
+#endif
+
 /* Encodes one block into 16 bytes. */
 KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *blk, int quality,
 			       uint8_t *out)
 {
 	astc_symbolic best;
+	best.kind = ASTC_KIND_NORMAL;
+	best.partitions = 1;
 	int n = blk->n;
 	int constant = 1;
 	for (int i = 1; i < n && constant; i++)
@@ -1167,6 +1512,7 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 		}
 	}
 
+	uint32_t gate = (uint32_t)(ASTC_ENC_GATE(quality) * n);
 	/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
 	 * the residual of a line fit per partition; the best few searched in full */
 	int tries = quality == KILN_QUALITY_FAST ? 8 : (quality == KILN_QUALITY_MEDIUM ? ASTC_ENC_MAX_TRY_SEEDS / 2 : ASTC_ENC_MAX_TRY_SEEDS);
@@ -1224,7 +1570,30 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 			astc_enc_fit_lines(blk, &f2);
 			astc_enc_search(ctx, blk, &f2, sd, quality, &best, &best_err);
 		}
+		/* the best-fitting seed with a second weight plane for the channel farthest
+		 * from its lines */
+		if (ASTC_ENC_DUAL2(quality) && have > 0 && best_err > gate) {
+			for (int i = 0; i < n; i++)
+				f2.part[i] = (uint8_t)((ctx->part2[seeds[0]][i >> 6] >> (i & 63)) & 1u);
+			astc_enc_fit_lines(blk, &f2);
+			int far = 0;
+			for (int c = 1; c < 4; c++)
+				if (f2.resid[c] > f2.resid[far])
+					far = c;
+			if (f2.resid[far] > 0) {
+				f2.ccs = far;
+				astc_enc_fit_lines(blk, &f2);
+				astc_enc_search(ctx, blk, &f2, seeds[0], quality, &best, &best_err);
+			}
+		}
 	}
+	if (ASTC_ENC_TRIES3(quality) > 0 && best_err > gate)
+		astc_enc_search_parts(ctx, blk, &fit, 3, ASTC_ENC_TRIES3(quality), ASTC_ENC_FULL3(quality), quality,
+				      &best, &best_err);
+	if (ASTC_ENC_TRIES4(quality) > 0 && best_err > gate &&
+	    (quality == KILN_QUALITY_HIGH || best_err > 16 * gate || (best.kind == ASTC_KIND_NORMAL && best.partitions == 3)))
+		astc_enc_search_parts(ctx, blk, &fit, 4, ASTC_ENC_TRIES4(quality), ASTC_ENC_FULL4(quality), quality,
+				      &best, &best_err);
 	astc_pack(&best, out);
 }
 

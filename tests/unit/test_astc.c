@@ -260,6 +260,19 @@ static void kodak_crop(const char *name, uint32_t x0, uint32_t y0, uint32_t w, u
 	kiln_image_free(&src);
 }
 
+/* A gray version of a Kodak crop (R = G = B = luma), optionally with the alpha mask. */
+static void gray_crop(const char *name, uint32_t x0, uint32_t y0, uint32_t w, uint32_t h, int alpha,
+		      kiln_image *out)
+{
+	kodak_crop(name, x0, y0, w, h, alpha, out);
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < w; x++) {
+			uint8_t *t = kiln_image_row(out, y) + 4 * x;
+			uint8_t l = (uint8_t)((t[0] * 77 + t[1] * 150 + t[2] * 29 + 128) >> 8);
+			t[0] = t[1] = t[2] = l;
+		}
+}
+
 /* Decodes path (an .astc file) with kiln and compares with astcenc's decode `png`. */
 static void expect_same_as_astcenc(const char *astc_path, const char *png_path, int srgb)
 {
@@ -409,26 +422,70 @@ static double rgba_psnr(const kiln_image *img, const uint8_t *dec, int channels)
 	return mse == 0 ? 99.0 : 10.0 * __builtin_log10(255.0 * 255.0 / mse);
 }
 
+/* What kinds of blocks an encoding holds. */
+typedef struct block_census {
+	int blocks, voids, dual, dual_alpha, dual_parts, blue, parts[5], cem[16];
+} block_census;
+
+static void census(const uint8_t *blocks, size_t size, uint32_t bw, uint32_t bh, block_census *c)
+{
+	memset(c, 0, sizeof *c);
+	for (size_t off = 0; off + 16 <= size; off += 16) {
+		astc_symbolic s;
+		astc_unpack(blocks + off, (int)bw, (int)bh, &s);
+		cr_assert_neq(s.kind, ASTC_KIND_ERROR, "block %zu is illegal", off / 16);
+		c->blocks++;
+		if (s.kind == ASTC_KIND_VOID) {
+			c->voids++;
+			continue;
+		}
+		c->dual += s.mode.dual;
+		c->dual_alpha += s.mode.dual && s.ccs == 3;
+		c->dual_parts += s.mode.dual && s.partitions > 1;
+		c->parts[s.partitions]++;
+		int pos = 0;
+		for (int p = 0; p < s.partitions; p++) {
+			c->cem[s.cem[p]]++;
+			if (s.cem[p] == 8 || s.cem[p] == 12) {
+				/* blue contraction: the odd values' RGB sum below the even ones' */
+				int even = 0, odd = 0;
+				for (int k = 0; k < 3; k++) {
+					even += astc_color_unquant[s.crange][s.colors[pos + 2 * k]];
+					odd += astc_color_unquant[s.crange][s.colors[pos + 2 * k + 1]];
+				}
+				c->blue += odd < even;
+			}
+			pos += astc_cem_values(s.cem[p]);
+		}
+	}
+}
+
 /* kiln's files decode in astcenc to the same pixels as in kiln, on every footprint, for
- * opaque and alpha images, linear and sRGB; and the quality is sane. */
+ * opaque, alpha and gray+alpha images (the last with luminance endpoint modes), linear
+ * and sRGB; and the quality is sane. */
 Test(astc_encode, astcenc_decodes_kiln_files_like_kiln, .timeout = 600)
 {
 	if (!have_astcenc())
 		cr_skip_test("astcenc is not installed");
 	char dir[64];
 	make_tmpdir(dir, sizeof dir);
-	kiln_image imgs[2];
+	kiln_image imgs[3];
 	kodak_crop("kodim23.png", 330, 200, 45, 31, 0, &imgs[0]);
 	kodak_crop("kodim03.png", 220, 120, 41, 37, 1, &imgs[1]);
+	gray_crop("kodim03.png", 180, 140, 33, 29, 1, &imgs[2]);
+	int luminance = 0;
 	for (int f = 0; f < 14; f++) {
 		uint32_t bw = footprints[f][0], bh = footprints[f][1];
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 3; k++) {
 			for (int srgb = 0; srgb < 2; srgb++) {
 				/* fast on most, medium on a few footprints (2-partition blocks) */
 				kiln_quality q = (f % 5 == 0) ? KILN_QUALITY_MEDIUM : KILN_QUALITY_FAST;
 				uint8_t *blocks;
 				size_t size;
 				encode_image(&imgs[k], bw, bh, q, srgb, NULL, &blocks, &size);
+				block_census c;
+				census(blocks, size, bw, bh, &c);
+				luminance += c.cem[0] + c.cem[4];
 				kiln_texture tex;
 				cr_assert_eq(kiln_texture_init(&tex, KILN_TEXFMT_ASTC, bw, bh, srgb), KILN_OK);
 				tex.num_levels = 1;
@@ -460,8 +517,10 @@ Test(astc_encode, astcenc_decodes_kiln_files_like_kiln, .timeout = 600)
 			}
 		}
 	}
+	cr_expect_gt(luminance, 0, "luminance endpoint modes");
 	kiln_image_free(&imgs[0]);
 	kiln_image_free(&imgs[1]);
+	kiln_image_free(&imgs[2]);
 	remove_tmpdir(dir);
 }
 
@@ -572,31 +631,6 @@ Test(astc_encode, fast_interpolation_matches_the_decoder)
 	cr_expect_eq(bad, 0);
 }
 
-/* What kinds of blocks an encoding holds. */
-typedef struct block_census {
-	int blocks, voids, dual, dual_alpha, parts[5], cem[16];
-} block_census;
-
-static void census(const uint8_t *blocks, size_t size, uint32_t bw, uint32_t bh, block_census *c)
-{
-	memset(c, 0, sizeof *c);
-	for (size_t off = 0; off + 16 <= size; off += 16) {
-		astc_symbolic s;
-		astc_unpack(blocks + off, (int)bw, (int)bh, &s);
-		cr_assert_neq(s.kind, ASTC_KIND_ERROR, "block %zu is illegal", off / 16);
-		c->blocks++;
-		if (s.kind == ASTC_KIND_VOID) {
-			c->voids++;
-			continue;
-		}
-		c->dual += s.mode.dual;
-		c->dual_alpha += s.mode.dual && s.ccs == 3;
-		c->parts[s.partitions]++;
-		for (int p = 0; p < s.partitions; p++)
-			c->cem[s.cem[p]]++;
-	}
-}
-
 /* Writes blocks as an .astc file, has astcenc decode it and compares with kiln's decode. */
 static void expect_astcenc_agrees(const char *dir, const uint8_t *blocks, size_t size, uint32_t w,
 				  uint32_t h, uint32_t bw, uint32_t bh)
@@ -621,9 +655,11 @@ static void expect_astcenc_agrees(const char *dir, const uint8_t *blocks, size_t
 }
 
 /* On Kodak crops at medium the encoder uses the block kinds it has (two weight planes, for
- * a colour channel and for alpha; two partitions; RGB base+scale and direct endpoints;
- * base+scale with alphas and RGBA direct on the alpha image), every block is legal, and
- * astcenc decodes all of them to kiln's pixels. */
+ * a colour channel and for alpha; two and three partitions; RGB base+scale and direct
+ * endpoints, plain and blue-contracted; base+scale with alphas and RGBA direct on the
+ * alpha image), every block is
+ * legal, and astcenc decodes all of them to kiln's pixels. Luminance modes and four
+ * partitions are asserted by the gray and pattern tests below. */
 Test(astc_encode, medium_uses_every_block_kind_and_astcenc_agrees, .timeout = 300)
 {
 	char dir[64];
@@ -645,6 +681,7 @@ Test(astc_encode, medium_uses_every_block_kind_and_astcenc_agrees, .timeout = 30
 			census(blocks, size, fps[f], fps[f], &c);
 			total[k].dual += c.dual;
 			total[k].dual_alpha += c.dual_alpha;
+			total[k].blue += c.blue;
 			for (int p = 0; p < 5; p++)
 				total[k].parts[p] += c.parts[p];
 			for (int m = 0; m < 16; m++)
@@ -656,8 +693,10 @@ Test(astc_encode, medium_uses_every_block_kind_and_astcenc_agrees, .timeout = 30
 	}
 	cr_expect_gt(total[0].dual, 0, "dual-plane blocks");
 	cr_expect_gt(total[0].parts[2], 0, "2-partition blocks");
+	cr_expect_gt(total[0].parts[3] + total[1].parts[3], 0, "3-partition blocks");
 	cr_expect_gt(total[0].cem[8], 0, "RGB direct endpoints");
 	cr_expect_gt(total[0].cem[6], 0, "RGB base+scale endpoints");
+	cr_expect_gt(total[0].blue + total[1].blue, 0, "blue-contracted direct endpoints");
 	cr_expect_gt(total[1].dual_alpha, 0, "dual-plane blocks for alpha");
 	cr_expect_gt(total[1].cem[12], 0, "RGBA direct endpoints");
 	cr_expect_gt(total[1].cem[10], 0, "RGB base+scale with alphas");
@@ -665,4 +704,141 @@ Test(astc_encode, medium_uses_every_block_kind_and_astcenc_agrees, .timeout = 30
 	kiln_image_free(&imgs[1]);
 	if (astcenc)
 		remove_tmpdir(dir);
+}
+
+/* Gray images use the luminance endpoint modes (CEM 0; CEM 4 with alpha), which leave more
+ * bits for weights and colour precision than RGB modes: the PSNR at medium must be at
+ * least what the encoder reached before it had them (bounds measured with the RGB-only
+ * encoder on these crops), and astcenc decodes every block like kiln. */
+Test(astc_encode, gray_images_use_luminance_modes, .timeout = 300)
+{
+	char dir[64];
+	int astcenc = have_astcenc();
+	if (astcenc)
+		make_tmpdir(dir, sizeof dir);
+	kiln_image imgs[2];
+	gray_crop("kodim23.png", 300, 180, 48, 48, 0, &imgs[0]);
+	gray_crop("kodim03.png", 200, 100, 48, 48, 1, &imgs[1]);
+	static const uint32_t fps[3] = {4, 6, 8};
+	/* RGBA PSNR of the RGB-only encoder at medium, per image and footprint */
+	static const double before[2][3] = {{66.37, 50.30, 46.42}, {44.42, 35.99, 32.42}};
+	int cem[2][16];
+	memset(cem, 0, sizeof cem);
+	for (int k = 0; k < 2; k++) {
+		for (int f = 0; f < 3; f++) {
+			uint8_t *blocks;
+			size_t size;
+			encode_image(&imgs[k], fps[f], fps[f], KILN_QUALITY_MEDIUM, 0, NULL, &blocks, &size);
+			block_census c;
+			census(blocks, size, fps[f], fps[f], &c);
+			for (int m = 0; m < 16; m++)
+				cem[k][m] += c.cem[m];
+			uint8_t *dec = malloc((size_t)48 * 48 * 4);
+			cr_assert_not_null(dec);
+			cr_assert_eq(kiln_astc_decode(blocks, size, 48, 48, fps[f], fps[f], 0, dec, 48 * 4), KILN_OK);
+			double ps = rgba_psnr(&imgs[k], dec, 4);
+			cr_expect_geq(ps, before[k][f], "gray image %d %ux%u: %.3f dB, %.2f before luminance modes", k,
+				      fps[f], fps[f], ps, before[k][f]);
+			free(dec);
+			if (astcenc)
+				expect_astcenc_agrees(dir, blocks, size, 48, 48, fps[f], fps[f]);
+			free(blocks);
+		}
+	}
+	cr_expect_gt(cem[0][0], 0, "luminance endpoints (CEM 0)");
+	cr_expect_gt(cem[1][4], 0, "luminance+alpha endpoints (CEM 4)");
+	kiln_image_free(&imgs[0]);
+	kiln_image_free(&imgs[1]);
+	if (astcenc)
+		remove_tmpdir(dir);
+}
+
+/* Blocks painted with the 3- or 4-partition pattern of a seed, one colour ramp per
+ * partition along its own direction (so that no two partitions share a line and fewer
+ * partitions cannot fit): the clustering finds the pattern, the encoder emits k-partition
+ * blocks, the result is close, and astcenc decodes them like kiln. */
+Test(astc_encode, multi_partition_patterns_are_found, .timeout = 120)
+{
+	char dir[64];
+	int astcenc = have_astcenc();
+	if (astcenc)
+		make_tmpdir(dir, sizeof dir);
+	static const uint8_t palette[4][4] = {{200, 40, 30, 255}, {20, 180, 60, 255}, {40, 50, 200, 255}, {200, 190, 40, 255}};
+	static const int ramp[4][3] = {{1, 1, 0}, {0, 1, -1}, {1, 0, 1}, {-1, 0, 0}};
+	static const uint32_t fps[3][2] = {{4, 4}, {6, 6}, {8, 8}};
+	for (int k = 3; k <= 4; k++) {
+		for (int f = 0; f < 3; f++) {
+			uint32_t bw = fps[f][0], bh = fps[f][1], nb = 4, w = nb * bw, h = nb * bh;
+			kiln_image img;
+			cr_assert_eq(kiln_image_alloc(&img, w, h, NULL), KILN_OK);
+			img.has_alpha = false;
+			for (uint32_t b = 0; b < nb * nb; b++) {
+				int seed = (int)(b * 61 + 7 * (uint32_t)k + f) % 1024, used[4] = {0, 0, 0, 0};
+				uint32_t bx = b % nb, by = b / nb;
+				for (uint32_t y = 0; y < bh; y++)
+					for (uint32_t x = 0; x < bw; x++)
+						used[astc_partition(seed, (int)x, (int)y, k, (int)(bw * bh))] = 1;
+				/* a seed leaving a partition empty is skipped for the next one */
+				while (used[0] + used[1] + used[2] + used[3] < k) {
+					seed = (seed + 1) % 1024;
+					used[0] = used[1] = used[2] = used[3] = 0;
+					for (uint32_t y = 0; y < bh; y++)
+						for (uint32_t x = 0; x < bw; x++)
+							used[astc_partition(seed, (int)x, (int)y, k, (int)(bw * bh))] = 1;
+				}
+				for (uint32_t y = 0; y < bh; y++)
+					for (uint32_t x = 0; x < bw; x++) {
+						int p = astc_partition(seed, (int)x, (int)y, k, (int)(bw * bh));
+						int t = (int)((x + y) * 40 / (bw + bh - 2));
+						uint8_t *px = kiln_image_row(&img, by * bh + y) + 4 * (bx * bw + x);
+						for (int ch = 0; ch < 3; ch++)
+							px[ch] = (uint8_t)(palette[p][ch] + t * ramp[p][ch]);
+						px[3] = 255;
+					}
+			}
+			uint8_t *blocks;
+			size_t size;
+			encode_image(&img, bw, bh, KILN_QUALITY_MEDIUM, 0, NULL, &blocks, &size);
+			block_census c;
+			census(blocks, size, bw, bh, &c);
+			cr_expect_geq(c.parts[k], (int)(nb * nb / 2), "%d-partition blocks at %ux%u: %d of %u", k, bw, bh,
+				      c.parts[k], nb * nb);
+			uint8_t *dec = malloc((size_t)w * h * 4);
+			cr_assert_not_null(dec);
+			cr_assert_eq(kiln_astc_decode(blocks, size, w, h, bw, bh, 0, dec, (size_t)w * 4), KILN_OK);
+			double ps = rgba_psnr(&img, dec, 3);
+			/* four partitions hold base+scale endpoints only (16 values): ramps off the
+			 * ray from black lose more (measured 34-35 dB against 36-plus for three) */
+			cr_expect_gt(ps, k == 3 ? 36.0 : 32.0, "%d partitions at %ux%u: %.2f dB", k, bw, bh, ps);
+			free(dec);
+			if (astcenc)
+				expect_astcenc_agrees(dir, blocks, size, w, h, bw, bh);
+			free(blocks);
+			kiln_image_free(&img);
+		}
+	}
+	if (astcenc)
+		remove_tmpdir(dir);
+}
+
+/* At high, two partitions also get a second weight plane; astcenc decodes those blocks
+ * like kiln. */
+Test(astc_encode, high_uses_dual_plane_with_two_partitions, .timeout = 120)
+{
+	kiln_image img;
+	kodak_crop("kodim03.png", 200, 100, 24, 24, 1, &img);
+	uint8_t *blocks;
+	size_t size;
+	encode_image(&img, 4, 4, KILN_QUALITY_HIGH, 0, NULL, &blocks, &size);
+	block_census c;
+	census(blocks, size, 4, 4, &c);
+	cr_expect_gt(c.dual_parts, 0, "dual-plane blocks with two partitions");
+	if (have_astcenc()) {
+		char dir[64];
+		make_tmpdir(dir, sizeof dir);
+		expect_astcenc_agrees(dir, blocks, size, img.width, img.height, 4, 4);
+		remove_tmpdir(dir);
+	}
+	free(blocks);
+	kiln_image_free(&img);
 }
