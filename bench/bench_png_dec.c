@@ -260,7 +260,8 @@ static void gpu_free(struct gpu_run *g)
 /* Kernel-time MB/s of RGBA output for batches of 32 of the set's files; checks the
  * output against the CPU decoder once. Returns < 0 on failure. phases (NULL: none): the
  * kernel times of one more batch, as text. legacy: kiln_pngdec_gpu_debug flags (1: no window
- * walk, 8: no copy rounds, 16: the de-filter without shuffles, 32: headers by one lane). */
+ * walk, 8: no copy rounds, 16: the old de-filter, 32: headers by one lane, 128: 32-bit
+ * windows, 512: no refill words loaded ahead; more runs with KILN_BENCH_PNGDEC_FLAGS=a,b,...). */
 static double gpu_rate(const bench_opts *opts, pd_set *s, int *failed, char *phases, size_t phases_cap,
 		       unsigned legacy)
 {
@@ -329,7 +330,7 @@ static double gpu_rate(const bench_opts *opts, pd_set *s, int *failed, char *pha
 			snprintf(phases + n, phases_cap - n,
 				 "; lane-0 clocks per output byte: headers %.1f, decode %.1f, copy %.1f, flush %.1f; "
 				 "%.1f matches/KB, %.2f headers/stream; %.1f windows/KB, %.1f symbols walked/KB, "
-				 "clocks per window: %.0f refill+lookups, %.0f walk",
+				 "clocks per window: %.0f refill, %.0f window",
 				 v[0] * per, v[1] * per, v[2] * per, v[3] * per, 1024.0 * v[5] * per,
 				 v[7] ? (double)v[6] / v[7] : 0, 1024.0 * v[8] * per, 1024.0 * v[9] * per,
 				 v[8] ? (double)v[10] / v[8] : 0, v[8] ? (double)v[11] / v[8] : 0);
@@ -400,6 +401,18 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 			double old = gpu_rate(&quick, s, &failed, old_phases, sizeof old_phases, 1 | 8 | 16 | 32);
 			fprintf(stderr, "pngdec GPU %s: %.0f MB/s (%s)\n  one symbol at a time, matches one by one, lane-0 headers, old de-filter: %.0f MB/s (%s)\n", names[k], gk,
 				phases, old, old_phases);
+			/* KILN_BENCH_PNGDEC_FLAGS: more A/B runs, comma-separated debug flags */
+			const char *fl = getenv("KILN_BENCH_PNGDEC_FLAGS");
+			while (fl && *fl) {
+				char *endp;
+				unsigned long v = strtoul(fl, &endp, 0);
+				if (endp == fl)
+					break;
+				char ab[768] = "";
+				double r = gpu_rate(&quick, s, &failed, ab, sizeof ab, (unsigned)v);
+				fprintf(stderr, "  flags %lu: %.0f MB/s (%s)\n", v, r, ab);
+				fl = *endp == ',' ? endp + 1 : endp;
+			}
 		}
 #endif
 		char what[160];

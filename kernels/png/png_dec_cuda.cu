@@ -4,7 +4,7 @@
 //     contiguous zlib stream (a block per file; single-IDAT files are read in place);
 //  2. inflate: one warp per strip (kiSt) or per file, warp_inflate: the tables and bit
 //     reader of png_inflate.h (tables in shared memory), the symbols decoded by the whole
-//     warp a 32-bit window at a time into a ring of recent output in shared memory, the
+//     warp a 64-bit window at a time into a ring of recent output in shared memory, the
 //     matches copied in rounds, each batch flushed to memory with its Adler-32 sums;
 //  3. finish: one warp per file checks the strips (status, sizes, the combined Adler-32
 //     against the trailer) and, when a kiSt chunk lied, inflates the file serially;
@@ -12,7 +12,10 @@
 //     (atomicAdd: lower tickets are always held by running warps, so waiting on them
 //     cannot deadlock); lane k de-filters row k of the band one pixel behind lane k-1
 //     (the wave; the row above comes from lane k-1 by a shuffle), with
-//     kiln_png_unfilter_byte, and converts the pixel with kiln_png_pixel into the surface.
+//     kiln_png_unfilter_byte's value, and converts the pixel with kiln_png_pixel into a
+//     ring of 64 columns of the band in shared memory, which leaves for the surface a tile
+//     of 32 columns at a time, a row of 32 pixels per coalesced store; the filtered bytes
+//     come from shared memory too, staged a tile ahead by asynchronous copies.
 //     The band's last row is written back de-filtered and publishes its progress (pixels
 //     done) in device memory every 32 pixels; the next band's first row waits on it only
 //     when its filter reads the row above (Up, Avg, Paeth): None/Sub rows, which start
@@ -30,12 +33,14 @@ extern "C" {
 #include "kernels/png/png_inflate.h"
 
 #define FULL_MASK 0xffffffffu
-#define INFL_WARPS 2   // warps per CTA of the inflate kernels (18.7 KB of shared memory each)
+#define INFL_WARPS 1   // warps per CTA of the inflate kernels (19.3 KB of shared memory: 11 CTAs an SM)
 #define NTOK 128       // match tokens per batch
 #define BATCH 1024     // output bytes per batch (a batch may end up to 257 bytes past)
 #define RING 4096      // recent output in shared memory (a power of 2 > BATCH + 257)
 #define BAND 32        // rows per de-filter band (a warp)
-#define DEF_WARPS 4
+#define DEF_WARPS 1    // warps per CTA of the de-filter (24.1 KB of shared memory each)
+#define TIN_BYTES 512  // staged filtered bytes per row of a band (a power of 2 >= 3 tiles + 8)
+#define TIN_PITCH 516  // a row's stride in the stage (129 words: rows start on different banks)
 
 enum { ST_OK = 0, ST_CORRUPT = 1, ST_TRUNCATED = 2, ST_FILTER = 3, ST_HEADER = 4 };
 
@@ -404,27 +409,48 @@ __device__ __noinline__ static int block_header(kiln_inflate_tables *t, kiln_bit
 	return kiln_infl_block_header(t, b, bfinal, btype, stored);
 }
 
+// kiln_bits_refill with the words loaded ahead: when *nx_pos is the reader's position the
+// fast path's three words are nx[] (loaded there a window earlier, so the walk does not
+// wait on memory), else the reader refills itself. The same bits either way.
+__device__ static void warp_refill(kiln_bits *b, const uint32_t nx[3], size_t *nx_pos)
+{
+	if (*nx_pos == b->pos && b->end - b->pos >= 8) {
+		uint32_t sh = (uint32_t)((uintptr_t)(b->in + b->pos) & 3u) * 8u;
+		uint64_t w = (uint64_t)__funnelshift_r(nx[0], nx[1], sh) | (uint64_t)__funnelshift_r(nx[1], nx[2], sh) << 32;
+		b->buf |= w << b->count;
+		b->pos += (63 - b->count) >> 3;
+		b->count |= 56;
+	} else {
+		kiln_bits_refill(b);
+	}
+	*nx_pos = SIZE_MAX;
+}
+
 // Inflates raw deflate in[0, len) into out[0, cap) with one warp: the semantics of
 // kiln_inflate_raw (same results, same output bytes), plus the Adler-32 of the output.
 // Every lane runs the decoder on the same state; block headers go through
 // warp_block_header (the lanes build the tables together). In batches of up to BATCH
 // output bytes or NTOK matches:
 //  - decode: literals (and stored bytes) go straight into a ring of the recent output in
-//    shared memory, matches into a token list. Huffman symbols are read a 32-bit window at
-//    a time: lane k looks up the literal/length and distance entries at bit offset k, and
-//    the warp walks the window from symbol to symbol by shuffles (a symbol it cannot take
-//    whole, a long code, the end of a block or any error, goes through the one-symbol
-//    path, kiln_infl_huffman's checks in its order). The walk only runs while 16 input
-//    bytes remain, where refills never feed the zero bytes past the end, so refilling once
-//    per window reads the same bits as refilling before each symbol;
+//    shared memory, matches into a token list. Huffman symbols are read a 64-bit window at
+//    a time: lane k looks up the literal/length and distance entries at bit offsets k and
+//    k + 32, and the warp walks the window from symbol to symbol by shuffles, taking the
+//    symbols that end within the bit count (a symbol it cannot take whole, a long code, the
+//    end of a block or any error, goes through the one-symbol path, kiln_infl_huffman's
+//    checks in its order). The walk only runs while 16 input bytes remain, where refills
+//    never feed the zero bytes past the end, so refilling once per window reads the same
+//    bits as refilling before each symbol; the words of the next refill are loaded during
+//    the walk (warp_refill);
 //  - copy: the batch's matches, each lane one match (bytes in order, byte j from
 //    src[j % dist]), in rounds: a match is copied once its source lies before the first
 //    match not yet copied (all final there); a long match (> 64 bytes) is copied by the
 //    whole warp, 32 bytes a step. Sources more than RING - BATCH - 258 bytes back are read
 //    from out (flushed by earlier batches), the others from the ring;
-//  - flush: the batch to out, with the Adler-32 sums of its bytes.
+//  - flush: the batch to out (4 loads before 4 stores a lane), with the Adler-32 sums of
+//    its bytes.
 // flags: 1 one symbol at a time (no window walk), 4 clock counts, 8 matches one after
-// another by the whole warp (no rounds), 32 block headers by lane 0 (png_inflate.h's code).
+// another by the whole warp (no rounds), 32 block headers by lane 0 (png_inflate.h's code),
+// 128 the walk over 32-bit windows, 512 no refill words loaded a window ahead (A/B).
 __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *in, size_t len, uint8_t *out,
 						 size_t cap, int strip, int flags)
 {
@@ -437,6 +463,8 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 	size_t o = 0, stored_left = 0;
 	int in_block = 0, blocks = 0, stored_rc = KILN_INFL_OK;
 	uint32_t bfinal = 0, btype = 0;
+	uint32_t nx[3] = {0, 0, 0}; // the input words at byte nx_pos (warp_refill)
+	size_t nx_pos = SIZE_MAX;
 	int rc = KILN_INFL_OK, final = 0, done = 0;
 	uint32_t adler = 1u;
 	kiln_bits_init(&b, in, len);
@@ -546,21 +574,41 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 			if (prof)
 				tw = clock64();
 			if (b.count < 48)
-				kiln_bits_refill(&b);
+				warp_refill(&b, nx, &nx_pos);
 			if (b.overrun > 8) {
 				rc = KILN_INFL_ERR_TRUNCATED;
 				done = 1;
 				break;
 			}
 			if (walk && b.end - b.pos >= 16) {
-				// the input 256 bytes on into L1 (a line is about 30 windows)
+				// the input 256 bytes on into L1 (a line is about 20 windows)
 				if (lane == 1 && (b.pos & 127) < 8)
 					asm volatile("prefetch.global.L1 [%0];" ::"l"(b.in + b.pos + 256));
-				// the window: entries at bit offsets 0..31 (count >= 48 here)
+				// the window: entries at bit offsets 0..span-1, lane k holding offsets k and
+				// k + 32; a symbol is taken when it ends within the count (refilled to >= 56
+				// for the 64-bit window: 16 bytes remain, the same bits)
+				const uint32_t span = flags & 128 ? 32u : 64u;
+				if (span > 32 && b.count < 56)
+					warp_refill(&b, nx, &nx_pos);
 				uint32_t ek = w->t.lit[(uint32_t)(b.buf >> lane) & ((1u << KILN_INFL_LIT_BITS) - 1)];
 				uint32_t dk = w->t.dist[(uint32_t)(b.buf >> lane) & ((1u << KILN_INFL_DIST_BITS) - 1)];
+				uint32_t ek1 = 0, dk1 = 0;
+				if (span > 32) {
+					ek1 = w->t.lit[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_LIT_BITS) - 1)];
+					dk1 = w->t.dist[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_DIST_BITS) - 1)];
+				}
+				if (!(flags & 512) && b.end - b.pos >= 8) {
+					// the words of the next refill (its position is b.pos: refills alone
+					// move it), loaded now and used a window later
+					uintptr_t at = (uintptr_t)(b.in + b.pos);
+					const uint32_t *q = (const uint32_t *)(at & ~(uintptr_t)3);
+					nx[0] = __ldg(q);
+					nx[1] = __ldg(q + 1);
+					nx[2] = (at & 3u) ? __ldg(q + 2) : 0u;
+					nx_pos = b.pos;
+				}
 				if (prof) {
-					if (__any_sync(FULL_MASK, (ek & dk) == 0xFFFFFFFFu)) // waits for the lookups
+					if (__any_sync(FULL_MASK, (ek & dk & ek1 & dk1) == 0xFFFFFFFFu)) // waits for the lookups
 						asm volatile("");
 					long long t1 = clock64();
 					t_wset += t1 - tw;
@@ -571,10 +619,11 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				uint32_t n_walk = n, mbytes = 0; // symbols walked: literals + matches
 				size_t lim = limit < cap ? limit : cap;
 				uint32_t pos = 0, cnt = b.count;
-				while (pos < 32 && o < lim && n < NTOK) {
-					uint32_t e = __shfl_sync(FULL_MASK, ek, pos);
+				while (pos < span && o < lim && n < NTOK) {
+					uint32_t e0 = __shfl_sync(FULL_MASK, ek, pos & 31u), e1 = __shfl_sync(FULL_MASK, ek1, pos & 31u);
+					uint32_t e = pos < 32 ? e0 : e1;
 					uint32_t kind = KILN_INFL_KIND(e), eb = e & 0xFFu;
-					if (kind == KILN_INFL_LIT) {
+					if (kind == KILN_INFL_LIT && pos + eb <= cnt) {
 						if (lane == 0)
 							w->ring[o & (RING - 1)] = (uint8_t)(e >> 16);
 						o++;
@@ -584,10 +633,11 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					if (kind != KILN_INFL_LEN)
 						break;
 					uint32_t ex = (e >> 12) & 15u, dpos = pos + eb + ex;
-					if (dpos >= 32)
+					if (dpos >= span)
 						break;
 					uint32_t l = (e >> 16) + ((uint32_t)(b.buf >> (pos + eb)) & ((1u << ex) - 1));
-					uint32_t d = __shfl_sync(FULL_MASK, dk, dpos);
+					uint32_t d0 = __shfl_sync(FULL_MASK, dk, dpos & 31u), d1 = __shfl_sync(FULL_MASK, dk1, dpos & 31u);
+					uint32_t d = dpos < 32 ? d0 : d1;
 					if (KILN_INFL_KIND(d) != KILN_INFL_LEN)
 						break;
 					uint32_t db = d & 0xFFu, dx = (d >> 12) & 15u;
@@ -747,11 +797,22 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 		}
 		// flush [start, end) and sum it for the Adler-32: sum of x_i and of (L - i) x_i
 		uint32_t L = (uint32_t)(end - start), s1 = 0, s2 = 0;
-		for (uint32_t i = lane; i < L; i += 32) {
-			uint32_t v = w->ring[(start + i) & (RING - 1)];
-			out[start + i] = (uint8_t)v;
-			s1 += v;
-			s2 += (L - i) * v;
+		for (uint32_t i0 = 0; i0 < L; i0 += 128) { // loads before stores (ring and out never overlap)
+			uint32_t v[4];
+#pragma unroll
+			for (uint32_t j = 0; j < 4; j++) {
+				uint32_t i = i0 + (uint32_t)lane + 32 * j;
+				v[j] = i < L ? w->ring[(start + i) & (RING - 1)] : 0u;
+			}
+#pragma unroll
+			for (uint32_t j = 0; j < 4; j++) {
+				uint32_t i = i0 + (uint32_t)lane + 32 * j;
+				if (i < L) {
+					out[start + i] = (uint8_t)v[j];
+					s1 += v[j];
+					s2 += (L - i) * v[j];
+				}
+			}
 		}
 		s1 = __reduce_add_sync(FULL_MASK, s1);
 		s2 = __reduce_add_sync(FULL_MASK, s2);
@@ -801,7 +862,7 @@ __device__ static void strip_rows(const pd_file *f, uint32_t i, uint32_t *r0, ui
 }
 
 // 2: one warp per strip (per file without kiSt).
-__global__ void __launch_bounds__(32 * INFL_WARPS)
+__global__ void __launch_bounds__(32 * INFL_WARPS, 12 / INFL_WARPS)
 pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const uint32_t *status, int flags)
 {
 	__shared__ warp_shared ws[INFL_WARPS];
@@ -930,10 +991,45 @@ pd_finish(const pd_file *files, uint32_t count, uint32_t *status, int flags)
 		status[fi] = st;
 }
 
+// kiln_png_unfilter_byte's value by selects, not a switch: the rows of a band (the lanes)
+// mix filter types, and every type's predictor is a few instructions.
+__device__ static uint32_t unfilter_select(uint32_t type, uint32_t x, uint32_t a, uint32_t b, uint32_t c)
+{
+	uint32_t pa = kiln_png_paeth(a, b, c);
+	uint32_t pred = type == KILN_PNG_FILTER_SUB     ? a
+			: type == KILN_PNG_FILTER_UP    ? b
+			: type == KILN_PNG_FILTER_AVG   ? (a + b) >> 1
+			: type == KILN_PNG_FILTER_PAETH ? pa
+							: 0u;
+	return (x + pred) & 0xFFu;
+}
+
+// Stages tile tt (pixels [32 tt, 32 tt + 32) of the band's rows) of the filtered bytes in
+// tin by asynchronous copies of the aligned words that hold them: byte g of filt (g from the
+// buffer's start, 256-aligned) goes to tin[r][g % TIN_BYTES]. Words at a tile's edges also
+// hold bytes of the neighbouring tiles, copied with the same values they already have (a
+// byte of the band's last row written back de-filtered has been read from tin before).
+__device__ static void defilter_stage(uint8_t (*tin)[TIN_PITCH], const uint8_t *filt, size_t rowlen, uint32_t y0,
+				      uint32_t rows, uint32_t bpp, uint32_t width, uint32_t tt, uint32_t lane)
+{
+	uint32_t x0 = 32 * tt, x1 = x0 + 32 < width ? x0 + 32 : width;
+	for (uint32_t r = 0; r < rows; r++) {
+		size_t g = (size_t)(y0 + r) * rowlen + 1;
+		size_t w0 = (g + (size_t)x0 * bpp) >> 2, w1 = (g + (size_t)x1 * bpp + 3) >> 2;
+		for (size_t wi = w0 + lane; wi < w1; wi += 32) {
+			uint32_t sa = (uint32_t)__cvta_generic_to_shared(&tin[r][(wi * 4) & (TIN_BYTES - 1)]);
+			asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(filt + wi * 4) : "memory");
+		}
+	}
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
 // 4: the de-filter wave over bands.
 __global__ void __launch_bounds__(32 * DEF_WARPS)
 pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globals *g, uint32_t *status, int flags)
 {
+	__shared__ uint32_t tout_all[DEF_WARPS][BAND][64];
+	__shared__ __align__(16) uint8_t tin_all[DEF_WARPS][BAND][TIN_PITCH];
 	int lane = threadIdx.x & 31;
 	for (;;) {
 		uint32_t t = 0;
@@ -973,8 +1069,31 @@ pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globa
 		// earlier); lane 0 reads it from memory, where the band above wrote its last row.
 		uint32_t mine = 0; // this lane's last de-filtered pixel, sample k in byte k
 		bool last = (uint32_t)lane == rows_here - 1;
-		for (uint32_t step = 0; !(flags & 16) && step < width + rows_here - 1; step++) {
+		// Output pixels go to tout (a ring of 64 columns of the band's rows) and leave in
+		// tiles of 32 columns, a row (128 bytes) per store; tile t is complete once the
+		// band's last row has done its last pixel, after step min(32t + 31, width - 1) +
+		// rows_here - 1 (tile t + 2, which reuses its slots, starts at step 32t + 64).
+		uint32_t(*tout)[64] = tout_all[threadIdx.x / 32];
+		uint32_t color = f->format.color_type, trns = f->format.has_trns, flushed = 0;
+		uint32_t y0 = band * BAND, steps = width + rows_here - 1;
+		bool words = (((uintptr_t)f->rgba | (uintptr_t)f->stride) & 3u) == 0;
+		// The filtered bytes come from tin, staged a tile of 32 columns ahead (tile p + 1
+		// during steps [32p, 32p + 32), while the lanes read tiles p and p - 1).
+		uint32_t ra[4] = {0, 0, 0, 0}, rc[4] = {0, 0, 0, 0}; // left and upper-left samples
+		uint8_t(*tin)[TIN_PITCH] = tin_all[threadIdx.x / 32];
+		const uint8_t *trow = tin[lane];
+		size_t gy = (size_t)y * rowlen + 1;
+		if (!(flags & 16))
+			defilter_stage(tin, f->filt, rowlen, y0, rows_here, bpp, width, 0, (uint32_t)lane);
+		for (uint32_t step = 0; !(flags & 16) && step < steps; step++) {
 			int32_t x = (int32_t)step - lane;
+			if ((step & 31u) == 0) {
+				asm volatile("cp.async.wait_all;\n" ::: "memory");
+				__syncwarp();
+				if (step + 32 < width)
+					defilter_stage(tin, f->filt, rowlen, y0, rows_here, bpp, width, step / 32 + 1,
+						       (uint32_t)lane);
+			}
 			uint32_t up = __shfl_up_sync(FULL_MASK, mine, 1);
 			if (active && x >= 0 && (uint32_t)x < width) {
 				if (wait && seen < (uint32_t)x + 1) {
@@ -982,31 +1101,60 @@ pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globa
 						;
 					__threadfence();
 				}
-				uint8_t px[4];
 				size_t base = (size_t)x * bpp;
 				uint32_t packed = 0;
-				if (((uint32_t)x & 31u) == 0 && base + 256 < f->rowbytes) // this row, ahead
-					asm volatile("prefetch.global.L1 [%0];" ::"l"(row + 1 + base + 256));
-				for (uint32_t k = 0; k < bpp; k++) {
+#pragma unroll
+				for (uint32_t k = 0; k < 4; k++) { // registers, not an indexed array
+					if (k >= bpp)
+						break;
 					uint32_t bb = 0;
 					if (lane > 0)
 						bb = (up >> (8 * k)) & 0xFFu;
 					else if (prev && type >= KILN_PNG_FILTER_UP) // None, Sub: b unused
 						bb = __ldcg(prev + base + k);
-					uint32_t v = kiln_png_unfilter_byte(type, row[1 + base + k], a[k], bb, c[k]);
+					uint32_t fb = trow[(gy + base + k) & (TIN_BYTES - 1)];
+					uint32_t v = unfilter_select(type, fb, ra[k], bb, rc[k]);
 					if (last)
 						row[1 + base + k] = (uint8_t)v; // the next band's lane 0 reads it
-					px[k] = (uint8_t)v;
 					packed |= v << (8 * k);
-					a[k] = v;
-					c[k] = bb;
+					ra[k] = v;
+					rc[k] = bb;
 				}
 				mine = packed;
-				kiln_png_store_pixel(dst_row + 4 * (size_t)x, kiln_png_pixel(&f->format, px, 0));
+				// kiln_png_pixel's value (its direct cases as kiln_png_expand_row's)
+				uint32_t pix;
+				if (color == 6) {
+					pix = packed;
+				} else if (color == 2 && !trns) {
+					pix = packed | 0xFF000000u;
+				} else {
+					uint8_t px[4] = {(uint8_t)packed, (uint8_t)(packed >> 8), (uint8_t)(packed >> 16),
+							 (uint8_t)(packed >> 24)};
+					pix = kiln_png_pixel(&f->format, px, 0);
+				}
+				tout[lane][(uint32_t)x & 63u] = pix;
 				if (last && (((uint32_t)x & 31u) == 31u || (uint32_t)x + 1 == width)) {
 					__threadfence();
 					atomicExch(&f->progress[band], (uint32_t)x + 1);
 				}
+			}
+			// write out the tiles now complete
+			while (32 * flushed < width) {
+				uint32_t lastx = 32 * flushed + 31 < width ? 32 * flushed + 31 : width - 1;
+				if (lastx + rows_here - 1 > step)
+					break;
+				__syncwarp();
+				uint32_t xx = 32 * flushed + (uint32_t)lane;
+				for (uint32_t r = 0; r < rows_here && xx < width; r++) {
+					uint32_t pix = tout[r][xx & 63u];
+					uint8_t *d = f->rgba + (size_t)(y0 + r) * f->stride + 4 * (size_t)xx;
+					if (words)
+						*(uint32_t *)d = pix;
+					else
+						kiln_png_store_pixel(d, pix);
+				}
+				__syncwarp();
+				flushed++;
 			}
 		}
 		for (uint32_t step = 0; (flags & 16) && step < width + rows_here - 1; step++) {
@@ -1042,7 +1190,7 @@ pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globa
 
 // ---- host ------------------------------------------------------------------------------
 
-// Measurement hooks for kiln-bench (png_dec.h): flags 1, 4, 8 and 32
+// Measurement hooks for kiln-bench (png_dec.h): flags 1, 4, 8, 32, 128 and 512
 // are warp_inflate's (A/B of its decode, copy and header methods, clock counts: kiln_pngdec_gpu_prof
 // reads and clears them), 16 runs the de-filter without shuffles (A/B), 2 records events
 // around the four kernels of the following calls (kiln_pngdec_gpu_phase_ms gives the last
@@ -1176,7 +1324,7 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 	if (strips == 0)
 		return KILN_OK;
 	uint32_t c32 = (uint32_t)count;
-	int flags = (int)(g_debug & 45u), timed = (g_debug & 2u) && g_ev[4];
+	int flags = (int)(g_debug & 685u), timed = (g_debug & 2u) && g_ev[4];
 	if (timed)
 		cudaEventRecord(g_ev[0], s);
 	pd_gather<<<c32, 256, 0, s>>>(d_files, c32, d_status);
