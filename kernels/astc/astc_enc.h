@@ -1036,6 +1036,27 @@ KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *
 	return err;
 }
 
+/* Adds seed id with score sc to the shortlist ids/scores (*have entries, at most cap),
+ * sorted by score; ties keep the earlier seed first, and a seed past the last place is
+ * dropped. */
+KILN_HD void astc_enc_shortlist_add(int *ids, uint32_t *scores, int *have, int cap, int id, uint32_t sc)
+{
+	int at = *have;
+	while (at > 0 && scores[at - 1] > sc)
+		at--;
+	if (at >= cap)
+		return;
+	int last = *have < cap ? *have : cap - 1;
+	for (int j = last; j > at; j--) {
+		ids[j] = ids[j - 1];
+		scores[j] = scores[j - 1];
+	}
+	ids[at] = id;
+	scores[at] = sc;
+	if (*have < cap)
+		(*have)++;
+}
+
 /* Squared error of a 2-means clustering against seed s's pattern (either labelling). */
 KILN_HD int astc_enc_pattern_mismatch(const astc_enc_ctx *ctx, int seed, const uint64_t *labels, int n)
 {
@@ -1397,20 +1418,7 @@ KILN_HD void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block
 		if (!((ctx->part34_ok[s] >> (k - 3)) & 1))
 			continue;
 		uint32_t sc = (uint32_t)astc_enc_pattern_mismatch_k(ctx, s, k, masks, n);
-		int at = have;
-		while (at > 0 && scores[at - 1] > sc)
-			at--;
-		if (at >= tries)
-			continue;
-		int last = have < tries ? have : tries - 1;
-		for (int j = last; j > at; j--) {
-			seeds[j] = seeds[j - 1];
-			scores[j] = scores[j - 1];
-		}
-		seeds[at] = s;
-		scores[at] = sc;
-		if (have < tries)
-			have++;
+		astc_enc_shortlist_add(seeds, scores, &have, tries, s, sc);
 	}
 	astc_enc_fit f;
 	f.parts = k;
@@ -1526,21 +1534,7 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 			if (!ctx->part2_ok[s])
 				continue;
 			uint32_t sc = (uint32_t)astc_enc_pattern_mismatch(ctx, s, labels, n);
-			/* insertion into the sorted shortlist; ties keep the lower seed first */
-			int at = have;
-			while (at > 0 && scores[at - 1] > sc)
-				at--;
-			if (at >= tries)
-				continue;
-			int last = have < tries ? have : tries - 1;
-			for (int j = last; j > at; j--) {
-				seeds[j] = seeds[j - 1];
-				scores[j] = scores[j - 1];
-			}
-			seeds[at] = s;
-			scores[at] = sc;
-			if (have < tries)
-				have++;
+			astc_enc_shortlist_add(seeds, scores, &have, tries, s, sc);
 		}
 		astc_enc_fit f2;
 		f2.parts = 2;

@@ -372,22 +372,9 @@ __device__ static int warp_block_header(warp_shared *w, kiln_bits *b, uint32_t *
 					uint32_t *stored_len)
 {
 	const uint32_t lane = threadIdx.x & 31;
-	kiln_bits_refill(b);
-	*bfinal = (uint32_t)(b->buf & 1u);
-	*btype = (uint32_t)((b->buf >> 1) & 3u);
-	kiln_bits_drop(b, 3);
-	if (*btype == 0) {
-		kiln_bits_drop(b, b->count & 7u);
-		kiln_bits_refill(b);
-		uint32_t len = (uint32_t)(b->buf & 0xFFFFu), nlen = (uint32_t)((b->buf >> 16) & 0xFFFFu);
-		kiln_bits_drop(b, 32);
-		if (!kiln_bits_ok(b))
-			return KILN_INFL_ERR_TRUNCATED;
-		if ((len ^ 0xFFFFu) != nlen)
-			return KILN_INFL_ERR_DATA;
-		*stored_len = len;
-		return KILN_INFL_OK;
-	}
+	int rc = kiln_infl_block_type(b, bfinal, btype, stored_len);
+	if (rc != KILN_INFL_OK || *btype == 0)
+		return rc;
 	if (*btype == 1) {
 		// kiln_infl_fixed's lengths
 		for (uint32_t i = lane; i < 288 + 32; i += 32)

@@ -396,10 +396,10 @@ KILN_HD void kiln_infl_fixed(kiln_inflate_tables *t)
 	kiln_infl_build(t->dist, KILN_INFL_DIST_SIZE, KILN_INFL_DIST_BITS, lens + 288, 32, 1);
 }
 
-/* Reads a block header: bfinal and btype; for a stored block also aligns and checks
- * LEN/NLEN (*stored_len). Tables are built for types 1 and 2. */
-KILN_HD int kiln_infl_block_header(kiln_inflate_tables *t, kiln_bits *b, uint32_t *bfinal,
-				   uint32_t *btype, uint32_t *stored_len)
+/* A block's first bits: BFINAL, BTYPE and, for a stored block, LEN/NLEN (*stored_len),
+ * for the CPU's and the GPU's block headers. KILN_INFL_OK, or why a stored block's header
+ * is bad; the tables of types 1 and 2 are the caller's. */
+KILN_HD int kiln_infl_block_type(kiln_bits *b, uint32_t *bfinal, uint32_t *btype, uint32_t *stored_len)
 {
 	kiln_bits_refill(b);
 	*bfinal = (uint32_t)(b->buf & 1u);
@@ -415,8 +415,18 @@ KILN_HD int kiln_infl_block_header(kiln_inflate_tables *t, kiln_bits *b, uint32_
 		if ((len ^ 0xFFFFu) != nlen)
 			return KILN_INFL_ERR_DATA;
 		*stored_len = len;
-		return KILN_INFL_OK;
 	}
+	return KILN_INFL_OK;
+}
+
+/* Reads a block header: bfinal and btype; for a stored block also aligns and checks
+ * LEN/NLEN (*stored_len). Tables are built for types 1 and 2. */
+KILN_HD int kiln_infl_block_header(kiln_inflate_tables *t, kiln_bits *b, uint32_t *bfinal,
+				   uint32_t *btype, uint32_t *stored_len)
+{
+	int rc = kiln_infl_block_type(b, bfinal, btype, stored_len);
+	if (rc != KILN_INFL_OK || *btype == 0)
+		return rc;
 	if (*btype == 1) {
 		kiln_infl_fixed(t);
 		return KILN_INFL_OK;
