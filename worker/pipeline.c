@@ -974,9 +974,12 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->changed, NULL);
 
-	/* The CPU backend's pool, used by a CPU device's encoder (its threads sleep in a
-	 * pipeline of GPUs only). */
-	if ((st = kiln_pool_create(cfg->cpu_threads, &p->cpu_pool)) != KILN_OK) {
+	/* The CPU backend's pool, for a CPU device's encoders; a pipeline of GPUs only has
+	 * none (their encoders take a NULL pool). */
+	bool cpu_device = false;
+	for (size_t d = 0; d < cfg->ndevices; d++)
+		cpu_device |= cfg->devices[d].kind == KILN_DEVICE_CPU;
+	if (cpu_device && (st = kiln_pool_create(cfg->cpu_threads, &p->cpu_pool)) != KILN_OK) {
 		kiln_msgf(msg, msg_cap, "cannot start the CPU encoder threads");
 		goto fail;
 	}
