@@ -17,6 +17,7 @@
 #include "common/pool.h"
 #include "kernels/gpu.h"
 #include "kernels/png/png_dec.h"
+#include "tests/png_testutil.h"
 
 int bench_png_dec(const bench_opts *opts, bench_report *report);
 
@@ -28,107 +29,6 @@ typedef struct pd_set {
 	uint64_t rgba_bytes, raw_bytes;
 	uint8_t *out[NFILES];
 } pd_set;
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static void add_chunk(kiln_buf *b, const char *type, const void *data, uint32_t len)
-{
-	uint8_t hdr[8];
-	put_be32(hdr, len);
-	memcpy(hdr + 4, type, 4);
-	kiln_buf_append(b, hdr, 8);
-	if (len)
-		kiln_buf_append(b, data, len);
-	uint8_t c[4];
-	put_be32(c, (uint32_t)crc32(crc32(0, (const Bytef *)type, 4), (const Bytef *)data, len));
-	kiln_buf_append(b, c, 4);
-}
-
-static uint8_t paeth(int a, int b, int c)
-{
-	int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
-	return (uint8_t)(pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
-}
-
-/* An RGB image (RGBA8 rows, alpha ignored) as a kiSt PNG. */
-static kiln_status make_kist(const kiln_image *img, uint32_t rps, kiln_buf *out)
-{
-	uint32_t w = img->width, h = img->height, bpp = 3;
-	size_t rb = (size_t)w * bpp;
-	uint8_t *raw = malloc(rb * h), *filt = malloc((rb + 1) * h);
-	uint32_t strips = (h + rps - 1) / rps;
-	uint32_t *offs = calloc(strips, 4);
-	z_stream z;
-	memset(&z, 0, sizeof z);
-	if (!raw || !filt || !offs || deflateInit(&z, 6) != Z_OK) {
-		free(raw);
-		free(filt);
-		free(offs);
-		return KILN_ERR_NOMEM;
-	}
-	for (uint32_t y = 0; y < h; y++)
-		for (uint32_t x = 0; x < w; x++)
-			memcpy(raw + y * rb + x * bpp, kiln_image_row(img, y) + 4 * x, bpp);
-	for (uint32_t y = 0; y < h; y++) {
-		uint8_t *f = filt + y * (rb + 1);
-		const uint8_t *r = raw + y * rb, *p = y ? r - rb : NULL;
-		int sub = y % rps == 0;
-		f[0] = sub ? 1 : 4;
-		for (size_t i = 0; i < rb; i++) {
-			int a = i >= bpp ? r[i - bpp] : 0, b = p ? p[i] : 0, c = p && i >= bpp ? p[i - bpp] : 0;
-			f[1 + i] = (uint8_t)(r[i] - (sub ? a : paeth(a, b, c)));
-		}
-	}
-	size_t cap = deflateBound(&z, (rb + 1) * h) + 64 * (size_t)h + 64;
-	uint8_t *zb = malloc(cap);
-	z.next_out = zb;
-	z.avail_out = (uInt)cap;
-	for (uint32_t s = 0; s < strips; s++) {
-		offs[s] = (uint32_t)(z.next_out - zb);
-		uint32_t r0 = s * rps, r1 = r0 + rps < h ? r0 + rps : h;
-		z.next_in = filt + r0 * (rb + 1);
-		z.avail_in = (uInt)((r1 - r0) * (rb + 1));
-		deflate(&z, s + 1 == strips ? Z_FINISH : Z_FULL_FLUSH);
-	}
-	size_t zlen = z.total_out;
-	deflateEnd(&z);
-	offs[0] = 2;
-	kiln_buf_init(out, (size_t)256 << 20);
-	static const uint8_t sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
-	kiln_buf_append(out, sig, 8);
-	uint8_t ihdr[13] = {0};
-	put_be32(ihdr, w);
-	put_be32(ihdr + 4, h);
-	ihdr[8] = 8;
-	ihdr[9] = 2;
-	add_chunk(out, "IHDR", ihdr, 13);
-	uint8_t srgb = 0;
-	add_chunk(out, "sRGB", &srgb, 1);
-	size_t kl = 20 + 4 * (size_t)strips;
-	uint8_t *k = calloc(1, kl);
-	k[0] = 1;
-	put_be32(k + 4, (uint32_t)zlen);
-	memcpy(k + 8, zb + zlen - 4, 4);
-	put_be32(k + 12, rps);
-	put_be32(k + 16, strips);
-	for (uint32_t s = 0; s < strips; s++)
-		put_be32(k + 20 + 4 * s, offs[s]);
-	add_chunk(out, "kiSt", k, (uint32_t)kl);
-	add_chunk(out, "IDAT", zb, (uint32_t)zlen);
-	add_chunk(out, "IEND", "", 0);
-	free(k);
-	free(zb);
-	free(offs);
-	free(raw);
-	free(filt);
-	return KILN_OK;
-}
 
 static kiln_status load_sets(pd_set *plain, pd_set *kist, pd_set *kist8, char *err, size_t cap)
 {
@@ -146,9 +46,9 @@ static kiln_status load_sets(pd_set *plain, pd_set *kist, pd_set *kist8, char *e
 		st = kiln_png_decode(plain->files[i].data, plain->files[i].len, NULL, &img, err, cap);
 		if (st != KILN_OK)
 			return st;
-		st = make_kist(&img, 16, &kist->files[i]);
+		st = png_test_make_kist(&img, 16, 0, &kist->files[i]);
 		if (st == KILN_OK)
-			st = make_kist(&img, 8, &kist8->files[i]);
+			st = png_test_make_kist(&img, 8, 0, &kist8->files[i]);
 		pd_set *all[3] = {plain, kist, kist8};
 		for (int k = 0; k < 3; k++) {
 			pd_set *s = all[k];

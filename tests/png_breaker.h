@@ -10,18 +10,14 @@
 #include <string.h>
 
 #include "kernels/png/png_check.h"
-
-static uint32_t png_breaker_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
+#include "tests/png_testutil.h"
 
 /* XORs every `step`-th byte of the first IDAT's data from `first` on with `mask`, then
  * rewrites the chunk's CRC. false when the file has no IDAT long enough. */
 static bool png_break_idat(uint8_t *png, size_t len, size_t first, size_t step, uint8_t mask)
 {
-	for (size_t pos = 8; pos + 12 <= len; pos += 12 + (size_t)png_breaker_be32(png + pos)) {
-		uint32_t n = png_breaker_be32(png + pos);
+	for (size_t pos = 8; pos + 12 <= len; pos += 12 + (size_t)png_test_be32(png + pos)) {
+		uint32_t n = png_test_be32(png + pos);
 		if (memcmp(png + pos + 4, "IDAT", 4) != 0)
 			continue;
 		if (n <= first + 4 || pos + 12 + (size_t)n > len)

@@ -14,6 +14,9 @@
 #include "kernels/gpu.h"
 #include "kernels/png/png_dec.h"
 #include "tests/unit/testutil.h"
+/* every append of the hand-built files checked */
+#define PNG_TEST_CHECK(expr) cr_assert_eq((expr), KILN_OK)
+#include "tests/png_testutil.h"
 
 static void require_gpu(void)
 {
@@ -29,104 +32,6 @@ static kiln_buf load_path(const char *path)
 	kiln_buf_init(&b, (size_t)64 << 20);
 	cr_assert_eq(kiln_buf_read_file(&b, path), KILN_OK, "cannot read %s", path);
 	return b;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static void add_chunk(kiln_buf *b, const char *type, const void *data, uint32_t len)
-{
-	uint8_t hdr[8];
-	put_be32(hdr, len);
-	memcpy(hdr + 4, type, 4);
-	kiln_buf_append(b, hdr, 8);
-	if (len)
-		kiln_buf_append(b, data, len);
-	uLong crc = crc32(crc32(0, (const Bytef *)type, 4), (const Bytef *)data, len);
-	uint8_t c[4];
-	put_be32(c, (uint32_t)crc);
-	kiln_buf_append(b, c, 4);
-}
-
-static uint8_t paeth(int a, int b, int c)
-{
-	int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
-	return (uint8_t)(pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
-}
-
-/* An RGBA8 image as a kiSt PNG (RGB when !alpha): strips of rps rows, their first row
- * Sub, the others Paeth; one zlib stream with Z_FULL_FLUSH between strips. */
-static kiln_buf make_kist_png(const kiln_image *img, uint32_t rps, int alpha)
-{
-	uint32_t w = img->width, h = img->height, bpp = alpha ? 4 : 3;
-	size_t rb = (size_t)w * bpp;
-	uint8_t *raw = malloc(rb * h), *filt = malloc((rb + 1) * h);
-	for (uint32_t y = 0; y < h; y++)
-		for (uint32_t x = 0; x < w; x++)
-			memcpy(raw + y * rb + x * bpp, kiln_image_row(img, y) + 4 * x, bpp);
-	for (uint32_t y = 0; y < h; y++) {
-		uint8_t *f = filt + y * (rb + 1);
-		const uint8_t *r = raw + y * rb, *p = y ? r - rb : NULL;
-		int sub = y % rps == 0;
-		f[0] = sub ? 1 : 4;
-		for (size_t i = 0; i < rb; i++) {
-			int a = i >= bpp ? r[i - bpp] : 0, b = p ? p[i] : 0, c = p && i >= bpp ? p[i - bpp] : 0;
-			f[1 + i] = (uint8_t)(r[i] - (sub ? a : paeth(a, b, c)));
-		}
-	}
-	z_stream z;
-	memset(&z, 0, sizeof z);
-	deflateInit(&z, 6);
-	size_t cap = deflateBound(&z, (rb + 1) * h) + 64 * (size_t)h + 64;
-	uint8_t *zb = malloc(cap);
-	uint32_t strips = (h + rps - 1) / rps;
-	uint32_t *offs = calloc(strips, 4);
-	z.next_out = zb;
-	z.avail_out = (uInt)cap;
-	for (uint32_t s = 0; s < strips; s++) {
-		offs[s] = (uint32_t)(z.next_out - zb);
-		uint32_t r0 = s * rps, r1 = r0 + rps < h ? r0 + rps : h;
-		z.next_in = filt + r0 * (rb + 1);
-		z.avail_in = (uInt)((r1 - r0) * (rb + 1));
-		deflate(&z, s + 1 == strips ? Z_FINISH : Z_FULL_FLUSH);
-	}
-	size_t zlen = z.total_out;
-	deflateEnd(&z);
-	offs[0] = 2;
-	kiln_buf out;
-	kiln_buf_init(&out, (size_t)256 << 20);
-	static const uint8_t sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
-	kiln_buf_append(&out, sig, 8);
-	uint8_t ihdr[13] = {0};
-	put_be32(ihdr, w);
-	put_be32(ihdr + 4, h);
-	ihdr[8] = 8;
-	ihdr[9] = alpha ? 6 : 2;
-	add_chunk(&out, "IHDR", ihdr, 13);
-	size_t kl = 20 + 4 * (size_t)strips;
-	uint8_t *k = calloc(1, kl);
-	k[0] = 1;
-	put_be32(k + 4, (uint32_t)zlen);
-	memcpy(k + 8, zb + zlen - 4, 4);
-	put_be32(k + 12, rps);
-	put_be32(k + 16, strips);
-	for (uint32_t s = 0; s < strips; s++)
-		put_be32(k + 20 + 4 * s, offs[s]);
-	add_chunk(&out, "kiSt", k, (uint32_t)kl);
-	for (size_t p = 0; p < zlen; p += 65536)
-		add_chunk(&out, "IDAT", zb + p, (uint32_t)(zlen - p < 65536 ? zlen - p : 65536));
-	add_chunk(&out, "IEND", "", 0);
-	free(k);
-	free(zb);
-	free(offs);
-	free(raw);
-	free(filt);
-	return out;
 }
 
 /* Decodes files[0, n) on the GPU in one batch; expect[i]: 1 must decode (and match the
@@ -208,7 +113,7 @@ static void make_kodak_kist(void)
 	for (int i = 0; i < 24; i++) {
 		kiln_image img;
 		cr_assert_eq(kiln_png_decode(kodak[i].data, kodak[i].len, NULL, &img, err, sizeof err), KILN_OK);
-		kodak_kist[i] = make_kist_png(&img, 16 + 8 * (i % 3), i % 2);
+		cr_assert_eq(png_test_make_kist(&img, 16 + 8 * (i % 3), i % 2, &kodak_kist[i]), KILN_OK);
 		kiln_image_free(&img);
 	}
 }
@@ -323,7 +228,7 @@ Test(png_dec_gpu, bad_files_fail_alone)
 			       (uint32_t)bad[k].data[p + 2] << 8 | bad[k].data[p + 3];
 		for (uint32_t j = len / 3; j < len / 3 + 64 && j < len; j++)
 			bad[k].data[p + 8 + j] ^= (uint8_t)(0x5A + j);
-		put_be32(bad[k].data + p + 8 + len, (uint32_t)crc32(0, bad[k].data + p + 4, len + 4));
+		png_test_put_be32(bad[k].data + p + 8 + len, (uint32_t)crc32(0, bad[k].data + p + 4, len + 4));
 	}
 	kiln_buf *files[12];
 	int expect[12];

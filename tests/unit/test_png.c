@@ -18,6 +18,9 @@
 #include "common/image.h"
 #include "common/png_io.h"
 #include "tests/unit/testutil.h"
+/* every append of the hand-built files checked */
+#define PNG_TEST_CHECK(expr) cr_assert_eq((expr), KILN_OK)
+#include "tests/png_testutil.h"
 
 #define ERR_CAP 256
 
@@ -33,44 +36,16 @@ static kiln_buf load(const char *sub, const char *name)
 	return b;
 }
 
-static uint32_t be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-/* Appends a chunk with its CRC (zlib's crc32 over type and data). */
-static void add_chunk(kiln_buf *b, const char *type, const void *data, uint32_t len)
-{
-	uint8_t hdr[8];
-	put_be32(hdr, len);
-	memcpy(hdr + 4, type, 4);
-	cr_assert_eq(kiln_buf_append(b, hdr, 8), KILN_OK);
-	cr_assert_eq(kiln_buf_append(b, data, len), KILN_OK);
-	uLong crc = crc32(0, (const Bytef *)type, 4);
-	crc = crc32(crc, (const Bytef *)data, len);
-	uint8_t c[4];
-	put_be32(c, (uint32_t)crc);
-	cr_assert_eq(kiln_buf_append(b, c, 4), KILN_OK);
-}
-
 static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
 static void add_ihdr(kiln_buf *b, uint32_t w, uint32_t h, uint8_t depth, uint8_t color)
 {
 	uint8_t ihdr[13] = {0};
-	put_be32(ihdr, w);
-	put_be32(ihdr + 4, h);
+	png_test_put_be32(ihdr, w);
+	png_test_put_be32(ihdr + 4, h);
 	ihdr[8] = depth;
 	ihdr[9] = color;
-	add_chunk(b, "IHDR", ihdr, 13);
+	png_test_add_chunk(b, "IHDR", ihdr, 13);
 }
 
 /* What the tests need to know about a file, read straight from its chunks. */
@@ -84,13 +59,13 @@ static struct png_facts facts_of(const uint8_t *d, size_t n)
 {
 	struct png_facts f = {0};
 	cr_assert(n >= 33 && memcmp(d, png_sig, 8) == 0);
-	f.width = be32(d + 16);
-	f.height = be32(d + 20);
+	f.width = png_test_be32(d + 16);
+	f.height = png_test_be32(d + 20);
 	f.depth = d[24];
 	f.color = d[25];
 	f.interlace = d[28];
 	for (size_t p = 8; p + 12 <= n;) {
-		uint32_t len = be32(d + p);
+		uint32_t len = png_test_be32(d + p);
 		const uint8_t *type = d + p + 4;
 		if (!memcmp(type, "tRNS", 4))
 			f.trns = true;
@@ -99,7 +74,7 @@ static struct png_facts facts_of(const uint8_t *d, size_t n)
 		else if (!memcmp(type, "iCCP", 4))
 			f.iccp = true;
 		else if (!memcmp(type, "gAMA", 4) && len == 4)
-			f.gama_linear = be32(d + p + 8) == 100000;
+			f.gama_linear = png_test_be32(d + p + 8) == 100000;
 		p += 12 + (size_t)len;
 	}
 	return f;
@@ -113,7 +88,7 @@ static size_t strip_colour_chunks(uint8_t *d, size_t n)
 {
 	size_t r = 8, w = 8;
 	while (r + 12 <= n) {
-		size_t total = 12 + (size_t)be32(d + r);
+		size_t total = 12 + (size_t)png_test_be32(d + r);
 		if (total > n - r)
 			break;
 		const uint8_t *t = d + r + 4;
@@ -360,8 +335,8 @@ static kiln_buf craft_header_only(uint32_t w, uint32_t h)
 	cr_assert_eq(kiln_buf_append(&b, png_sig, 8), KILN_OK);
 	add_ihdr(&b, w, h, 8, 6);
 	static const uint8_t idat[] = {0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01};
-	add_chunk(&b, "IDAT", idat, sizeof idat);
-	add_chunk(&b, "IEND", "", 0);
+	png_test_add_chunk(&b, "IDAT", idat, sizeof idat);
+	png_test_add_chunk(&b, "IEND", "", 0);
 	return b;
 }
 
@@ -437,7 +412,7 @@ Test(png_limits, invalid_ihdr_fields_are_corrupt)
 		kiln_buf_init(&b, 4096);
 		kiln_buf_append(&b, png_sig, 8);
 		add_ihdr(&b, cases[i].w, cases[i].h, cases[i].depth, cases[i].color);
-		add_chunk(&b, "IEND", "", 0);
+		png_test_add_chunk(&b, "IEND", "", 0);
 		kiln_image img;
 		char err[ERR_CAP];
 		kiln_status st = kiln_png_decode(b.data, b.len, NULL, &img, err, sizeof err);
@@ -454,9 +429,9 @@ Test(png_limits, ihdr_must_come_first)
 	kiln_buf b;
 	kiln_buf_init(&b, 4096);
 	kiln_buf_append(&b, png_sig, 8);
-	add_chunk(&b, "tEXt", "a\0b", 3);
+	png_test_add_chunk(&b, "tEXt", "a\0b", 3);
 	add_ihdr(&b, 4, 4, 8, 6);
-	add_chunk(&b, "IEND", "", 0);
+	png_test_add_chunk(&b, "IEND", "", 0);
 	kiln_image img;
 	char err[ERR_CAP];
 	cr_expect_eq(kiln_png_decode(b.data, b.len, NULL, &img, err, sizeof err), KILN_ERR_CORRUPT, "%s", err);
@@ -472,10 +447,10 @@ static kiln_buf with_chunk_before_idat(const kiln_buf *file, const char *type, c
 	kiln_buf_init(&out, (size_t)64 << 20);
 	size_t p = 8;
 	while (p + 8 <= file->len && memcmp(file->data + p + 4, "IDAT", 4) != 0)
-		p += 12 + (size_t)be32(file->data + p);
+		p += 12 + (size_t)png_test_be32(file->data + p);
 	cr_assert(p + 8 <= file->len);
 	kiln_buf_append(&out, file->data, p);
-	add_chunk(&out, type, data, len);
+	png_test_add_chunk(&out, type, data, len);
 	kiln_buf_append(&out, file->data + p, file->len - p);
 	return out;
 }
@@ -488,7 +463,7 @@ static uint8_t *compressed_payload(const char *keyword, const uint8_t *extra, si
 	cr_assert_not_null(zeros);
 	/* A valid-looking ICC header for iCCP: its length field says how big it is. */
 	if (inflated >= 132) {
-		put_be32(zeros, (uint32_t)inflated);
+		png_test_put_be32(zeros, (uint32_t)inflated);
 		memcpy(zeros + 36, "acsp", 4);
 	}
 	size_t head = strlen(keyword) + 1 + extra_len;
@@ -538,7 +513,7 @@ Test(png_limits, ancillary_crc_error_drops_the_chunk_critical_crc_error_fails)
 	/* Break the tIME CRC: the chunk is dropped, the image decodes. */
 	size_t p = 8;
 	while (memcmp(b.data + p + 4, "tIME", 4) != 0)
-		p += 12 + (size_t)be32(b.data + p);
+		p += 12 + (size_t)png_test_be32(b.data + p);
 	b.data[p + 8 + 7] ^= 1;
 	kiln_image img;
 	char err[ERR_CAP];
@@ -546,8 +521,8 @@ Test(png_limits, ancillary_crc_error_drops_the_chunk_critical_crc_error_fails)
 	kiln_image_free(&img);
 	/* Break the first IDAT's CRC: an error. */
 	while (memcmp(b.data + p + 4, "IDAT", 4) != 0)
-		p += 12 + (size_t)be32(b.data + p);
-	b.data[p + 8 + be32(b.data + p)] ^= 1;
+		p += 12 + (size_t)png_test_be32(b.data + p);
+	b.data[p + 8 + png_test_be32(b.data + p)] ^= 1;
 	cr_expect_eq(kiln_png_decode(b.data, b.len, NULL, &img, err, sizeof err), KILN_ERR_CORRUPT);
 	cr_expect(strstr(err, "CRC") != NULL, "%s", err);
 	kiln_buf_free(&b);
@@ -697,7 +672,7 @@ static kiln_image pattern(uint32_t w, uint32_t h, size_t stride, bool alpha, boo
 
 static bool has_chunk(const kiln_buf *b, const char *type)
 {
-	for (size_t p = 8; p + 12 <= b->len; p += 12 + (size_t)be32(b->data + p))
+	for (size_t p = 8; p + 12 <= b->len; p += 12 + (size_t)png_test_be32(b->data + p))
 		if (memcmp(b->data + p + 4, type, 4) == 0)
 			return true;
 	return false;

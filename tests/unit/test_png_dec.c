@@ -19,6 +19,9 @@
 
 #define KILN_FUZZ_PNG_KILN_NO_ENTRY
 #include "tests/fuzz/fuzz_png_kiln.c"
+/* every append of the hand-built files checked */
+#define PNG_TEST_CHECK(expr) cr_assert_eq((expr), KILN_OK)
+#include "tests/png_testutil.h"
 
 #define ERR_CAP 256
 
@@ -29,29 +32,6 @@ static kiln_buf load_file(const char *path)
 	kiln_status st = kiln_buf_read_file(&b, path);
 	cr_assert_eq(st, KILN_OK, "cannot read %s", path);
 	return b;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static void add_chunk(kiln_buf *b, const char *type, const void *data, uint32_t len)
-{
-	uint8_t hdr[8];
-	put_be32(hdr, len);
-	memcpy(hdr + 4, type, 4);
-	cr_assert_eq(kiln_buf_append(b, hdr, 8), KILN_OK);
-	if (len)
-		cr_assert_eq(kiln_buf_append(b, data, len), KILN_OK);
-	uLong crc = crc32(0, (const Bytef *)type, 4);
-	crc = crc32(crc, (const Bytef *)data, len);
-	uint8_t c[4];
-	put_be32(c, (uint32_t)crc);
-	cr_assert_eq(kiln_buf_append(b, c, 4), KILN_OK);
 }
 
 /* Compares kiln's decoder with libpng on one input. Returns 1 when both decoded (and
@@ -317,26 +297,26 @@ static kiln_buf build_png(uint32_t w, uint32_t h, int color, const uint8_t *filt
 	static const uint8_t sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
 	kiln_buf_append(&out, sig, 8);
 	uint8_t ihdr[13];
-	put_be32(ihdr, w);
-	put_be32(ihdr + 4, h);
+	png_test_put_be32(ihdr, w);
+	png_test_put_be32(ihdr + 4, h);
 	ihdr[8] = 8;
 	ihdr[9] = (uint8_t)color;
 	ihdr[10] = ihdr[11] = ihdr[12] = 0;
-	add_chunk(&out, "IHDR", ihdr, 13);
+	png_test_add_chunk(&out, "IHDR", ihdr, 13);
 	if (o->kist) {
 		size_t kl = 20 + 4 * (size_t)strips;
 		uint8_t *k = calloc(1, kl);
 		k[0] = o->corrupt_kist == 3 ? 2 : 1;
-		put_be32(k + 4, (uint32_t)zlen);
+		png_test_put_be32(k + 4, (uint32_t)zlen);
 		uint32_t adler = (uint32_t)zbuf[zlen - 4] << 24 | (uint32_t)zbuf[zlen - 3] << 16 |
 				 (uint32_t)zbuf[zlen - 2] << 8 | zbuf[zlen - 1];
-		put_be32(k + 8, o->corrupt_kist == 1 ? adler ^ 1 : adler);
-		put_be32(k + 12, rps);
-		put_be32(k + 16, strips);
+		png_test_put_be32(k + 8, o->corrupt_kist == 1 ? adler ^ 1 : adler);
+		png_test_put_be32(k + 12, rps);
+		png_test_put_be32(k + 16, strips);
 		for (uint32_t s = 0; s < strips; s++)
-			put_be32(k + 20 + 4 * s, offs[s] + (o->corrupt_kist == 2 && s == strips - 1 ? 1 : 0));
+			png_test_put_be32(k + 20 + 4 * s, offs[s] + (o->corrupt_kist == 2 && s == strips - 1 ? 1 : 0));
 		size_t at = out.len;
-		add_chunk(&out, "kiSt", k, (uint32_t)kl);
+		png_test_add_chunk(&out, "kiSt", k, (uint32_t)kl);
 		if (o->corrupt_kist == 4)
 			out.data[out.len - 1] ^= 0x55;
 		(void)at;
@@ -344,8 +324,8 @@ static kiln_buf build_png(uint32_t w, uint32_t h, int color, const uint8_t *filt
 	}
 	uint32_t step = o->idat_max ? o->idat_max : 1u << 30;
 	for (size_t p = 0; p < zlen; p += step)
-		add_chunk(&out, "IDAT", zbuf + p, (uint32_t)(zlen - p < step ? zlen - p : step));
-	add_chunk(&out, "IEND", "", 0);
+		png_test_add_chunk(&out, "IDAT", zbuf + p, (uint32_t)(zlen - p < step ? zlen - p : step));
+	png_test_add_chunk(&out, "IEND", "", 0);
 	free(zbuf);
 	free(offs);
 	return out;
@@ -420,9 +400,9 @@ Test(png_dec, limits_before_allocation)
 	/* A header claiming 60000 x 60000 pixels followed by nothing useful. */
 	write_opts o = {2, 8, 0, -1, 0, 6, 0};
 	kiln_buf b = write_random_png(4, 4, &o);
-	put_be32(b.data + 16, 60000);
-	put_be32(b.data + 20, 60000);
-	put_be32(b.data + 29, (uint32_t)crc32(0, b.data + 12, 17));
+	png_test_put_be32(b.data + 16, 60000);
+	png_test_put_be32(b.data + 20, 60000);
+	png_test_put_be32(b.data + 29, (uint32_t)crc32(0, b.data + 12, 17));
 	kiln_pngdec_info info;
 	char err[ERR_CAP];
 	cr_assert_eq(kiln_pngdec_probe(b.data, b.len, NULL, &info, err, sizeof err), KILN_ERR_TOO_LARGE);
