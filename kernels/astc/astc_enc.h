@@ -148,6 +148,25 @@ KILN_HD void astc_enc_init_part34(astc_enc_ctx *ctx, int n)
 	}
 }
 
+/* For each code c < count of a range with `levels` codes unquantised by unquant[]: the
+ * code of the next lower [0] and next higher [1] value (the code itself at either end, and
+ * for codes past the range). */
+KILN_HD void astc_enc_steps(const uint8_t *unquant, int levels, int count, uint8_t (*step)[2])
+{
+	for (int c = 0; c < count; c++) {
+		int v = c < levels ? unquant[c] : 0, lo = c, hi = c;
+		for (int d = 0; d < levels && c < levels; d++) {
+			int u = unquant[d];
+			if (u < v && (lo == c || u > unquant[lo]))
+				lo = d;
+			if (u > v && (hi == c || u < unquant[hi]))
+				hi = d;
+		}
+		step[c][0] = (uint8_t)lo;
+		step[c][1] = (uint8_t)hi;
+	}
+}
+
 KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 {
 	ctx->bw = bw;
@@ -230,36 +249,10 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 				ctx->grid_modes[at++] = (uint16_t)m;
 	}
 	ctx->grid_first[ctx->grid_count] = (uint16_t)at;
-	for (int r = 0; r < ASTC_WEIGHT_RANGES; r++) {
-		int levels = astc_ranges[r].levels;
-		for (int c = 0; c < 32; c++) {
-			int v = c < levels ? astc_weight_unquant[r][c] : 0, lo = c, hi = c;
-			for (int d = 0; d < levels && c < levels; d++) {
-				int u = astc_weight_unquant[r][d];
-				if (u < v && (lo == c || u > astc_weight_unquant[r][lo]))
-					lo = d;
-				if (u > v && (hi == c || u < astc_weight_unquant[r][hi]))
-					hi = d;
-			}
-			ctx->wstep[r][c][0] = (uint8_t)lo;
-			ctx->wstep[r][c][1] = (uint8_t)hi;
-		}
-	}
-	for (int r = 0; r < ASTC_RANGES; r++) {
-		int levels = astc_ranges[r].levels;
-		for (int c = 0; c < 256; c++) {
-			int v = c < levels ? astc_color_unquant[r][c] : 0, lo = c, hi = c;
-			for (int d = 0; d < levels && c < levels; d++) {
-				int u = astc_color_unquant[r][d];
-				if (u < v && (lo == c || u > astc_color_unquant[r][lo]))
-					lo = d;
-				if (u > v && (hi == c || u < astc_color_unquant[r][hi]))
-					hi = d;
-			}
-			ctx->cstep[r][c][0] = (uint8_t)lo;
-			ctx->cstep[r][c][1] = (uint8_t)hi;
-		}
-	}
+	for (int r = 0; r < ASTC_WEIGHT_RANGES; r++)
+		astc_enc_steps(astc_weight_unquant[r], astc_ranges[r].levels, 32, ctx->wstep[r]);
+	for (int r = 0; r < ASTC_RANGES; r++)
+		astc_enc_steps(astc_color_unquant[r], astc_ranges[r].levels, 256, ctx->cstep[r]);
 }
 
 /* The texels of one block (edge blocks repeat the last row and column). */
