@@ -17,17 +17,20 @@
 #include "common/buf.h"
 #include "common/container.h"
 #include "common/png_io.h"
+#include "tests/unit/proc_util.h"
 
 static char dir[64];
 static char bin[PATH_MAX];
+/* the kiln binary with args (a shell fragment), stdout and stderr to files in dir */
+#define kiln(...) proc_kiln(bin, NULL, dir, "stdout", "stderr", __VA_ARGS__)
+#define slurp(name) proc_slurp(dir, name, NULL)
 
 static const char *const samples[] = {"checker-alpha", "gradient", "noise", "pixel", "solid-5x3", "wide"};
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 
 static void setup(void)
 {
-	const char *env = getenv("KILN_BIN");
-	cr_assert_not_null(realpath(env ? env : "build/kiln", bin), "no kiln binary");
+	kiln_bin_abs(bin);
 	strcpy(dir, "/tmp/kiln-cli-astc-XXXXXX");
 	cr_assert_not_null(mkdtemp(dir));
 	char cmd[PATH_MAX + 128];
@@ -43,33 +46,6 @@ static void teardown(void)
 }
 
 TestSuite(cli_astc, .init = setup, .fini = teardown, .timeout = 240);
-
-/* Runs the kiln binary with args (a shell fragment); stdout and stderr go to files in dir. */
-static int kiln(const char *fmt, ...)
-{
-	char args[2048], cmd[PATH_MAX + 2560];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof args, fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof cmd, "'%s' %s >%s/stdout 2>%s/stderr", bin, args, dir, dir);
-	int status = system(cmd);
-	cr_assert(WIFEXITED(status), "kiln did not exit normally: %s", cmd);
-	return WEXITSTATUS(status);
-}
-
-static char *slurp(const char *name)
-{
-	static char text[1 << 16];
-	char path[256];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "%s", path);
-	size_t n = fread(text, 1, sizeof text - 1, f);
-	text[n] = '\0';
-	fclose(f);
-	return text;
-}
 
 /* Reads dir/name as a texture; the caller frees file. */
 static void read_texture(const char *name, kiln_buf *file, kiln_texture *tex)

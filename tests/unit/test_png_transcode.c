@@ -26,6 +26,7 @@
 #include "kernels/gpu.h"
 #include "kernels/png/png_transcode.h"
 #include "tests/unit/testutil.h"
+#include "tests/unit/proc_util.h"
 
 TestSuite(png_transcode, .timeout = 120);
 
@@ -539,11 +540,13 @@ Test(png_transcode, chunk_copy_rules)
 
 static char tmp[64];
 static char bin[PATH_MAX];
+/* the kiln binary with args (a shell fragment), stdout and stderr to files in tmp */
+#define kiln(...) proc_kiln(bin, NULL, tmp, "stdout", "stderr", __VA_ARGS__)
+#define slurp(name) proc_slurp(tmp, name, NULL)
 
 static void cli_setup(void)
 {
-	const char *env = getenv("KILN_BIN");
-	cr_assert_not_null(realpath(env ? env : "build/kiln", bin), "no kiln binary");
+	kiln_bin_abs(bin);
 	strcpy(tmp, "/tmp/kiln-png-tc-XXXXXX");
 	cr_assert_not_null(mkdtemp(tmp));
 }
@@ -553,32 +556,6 @@ static void cli_teardown(void)
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
 	(void)system(cmd);
-}
-
-static int kiln(const char *fmt, ...)
-{
-	char args[2048], cmd[PATH_MAX + 2560];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof args, fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof cmd, "'%s' %s >%s/stdout 2>%s/stderr", bin, args, tmp, tmp);
-	int status = system(cmd);
-	cr_assert(WIFEXITED(status), "kiln did not exit normally: %s", cmd);
-	return WEXITSTATUS(status);
-}
-
-static char *slurp(const char *name)
-{
-	static char text[1 << 16];
-	char path[256];
-	snprintf(path, sizeof path, "%s/%s", tmp, name);
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "%s", path);
-	size_t n = fread(text, 1, sizeof text - 1, f);
-	text[n] = '\0';
-	fclose(f);
-	return text;
 }
 
 static bool exists(const char *name)
