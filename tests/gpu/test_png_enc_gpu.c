@@ -14,6 +14,8 @@
 #include "kernels/gpu.h"
 #include "kernels/png/png_enc.h"
 #include "tests/unit/testutil.h"
+#include "tests/png_libpng_read.h"
+#include "common/buf.h"
 
 static void require_gpu(void)
 {
@@ -77,53 +79,22 @@ static void make_random(himg *h, uint32_t w, uint32_t ht, int ct, int depth, int
 	}
 }
 
-typedef struct membuf {
-	const uint8_t *p;
-	size_t n, at;
-} membuf;
-
-static void mem_read(png_structp png, png_bytep out, png_size_t n)
-{
-	membuf *m = png_get_io_ptr(png);
-	if (m->at + n > m->n)
-		png_error(png, "read past end");
-	memcpy(out, m->p + m->at, n);
-	m->at += n;
-}
-
 /* Kodak image k as raw RGB8 rows through libpng. */
 static void load_kodak(int k, himg *h)
 {
 	char name[32], path[512];
 	snprintf(name, sizeof name, "kodim%02d.png", k);
 	test_data_path(path, sizeof path, "kodak", name);
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *buf = malloc((size_t)n);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-	png_infop info = png_create_info_struct(png);
-	cr_assert(!setjmp(png_jmpbuf(png)));
-	membuf m = {buf, (size_t)n, 0};
-	png_set_read_fn(png, &m, mem_read);
-	png_read_info(png, info);
+	kiln_buf f;
+	kiln_buf_init(&f, (size_t)64 << 20);
+	cr_assert_eq(kiln_buf_read_file(&f, path), KILN_OK, "cannot read %s", path);
+	png_test_raw r;
+	png_test_read_raw(f.data, f.len, &r, path);
+	kiln_buf_free(&f);
 	memset(h, 0, sizeof *h);
-	uint32_t w = png_get_image_width(png, info), ht = png_get_image_height(png, info);
-	h->row = png_get_rowbytes(png, info);
-	h->px = malloc(h->row * ht);
-	png_bytep *rows = malloc(ht * sizeof *rows);
-	for (uint32_t y = 0; y < ht; y++)
-		rows[y] = h->px + y * h->row;
-	png_read_image(png, rows);
-	h->img = (kiln_pngenc_image){h->px, w, ht, h->row, png_get_color_type(png, info),
-				     png_get_bit_depth(png, info), 0, NULL, 0};
-	png_destroy_read_struct(&png, &info, NULL);
-	free(rows);
-	free(buf);
+	h->row = r.rowbytes;
+	h->px = r.px;
+	h->img = (kiln_pngenc_image){h->px, r.w, r.h, h->row, (uint8_t)r.ct, (uint8_t)r.depth, 0, NULL, 0};
 }
 
 /* Encodes the batch on the CPU and on the GPU and compares every file. Images with

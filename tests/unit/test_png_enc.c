@@ -13,10 +13,12 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/buf.h"
 #include "common/pool.h"
 #include "kernels/png/png_deflate.h"
 #include "kernels/png/png_enc.h"
 #include "tests/unit/testutil.h"
+#include "tests/png_libpng_read.h"
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
@@ -61,20 +63,6 @@ static uint8_t *encode1(const kiln_pngenc_params *p, const kiln_pngenc_image *im
 	return dst;
 }
 
-typedef struct membuf {
-	const uint8_t *p;
-	size_t n, at;
-} membuf;
-
-static void mem_read(png_structp png, png_bytep out, png_size_t n)
-{
-	membuf *m = png_get_io_ptr(png);
-	if (m->at + n > m->n)
-		png_error(png, "read past end");
-	memcpy(out, m->p + m->at, n);
-	m->at += n;
-}
-
 typedef struct decoded {
 	uint32_t w, h;
 	int ct, depth;
@@ -102,8 +90,8 @@ static decoded decode(const uint8_t *file, size_t size)
 	if (setjmp(png_jmpbuf(png))) {
 		cr_assert_fail("libpng refused the file");
 	}
-	membuf m = {file, size, 0};
-	png_set_read_fn(png, &m, mem_read);
+	png_test_membuf m = {file, size, 0};
+	png_set_read_fn(png, &m, png_test_mem_read);
 	png_read_info(png, info);
 	d.w = png_get_image_width(png, info);
 	d.h = png_get_image_height(png, info);
@@ -258,16 +246,11 @@ static void load_kodak(int k, decoded *d)
 	char name[32], path[512];
 	snprintf(name, sizeof name, "kodim%02d.png", k);
 	test_data_path(path, sizeof path, "kodak", name);
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *buf = malloc((size_t)n);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*d = decode(buf, (size_t)n);
-	free(buf);
+	kiln_buf f;
+	kiln_buf_init(&f, (size_t)64 << 20);
+	cr_assert_eq(kiln_buf_read_file(&f, path), KILN_OK, "cannot read %s", path);
+	*d = decode(f.data, f.len);
+	kiln_buf_free(&f);
 }
 
 Test(png_enc_roundtrip, kodak_subset, .timeout = 60)

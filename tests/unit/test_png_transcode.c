@@ -27,6 +27,7 @@
 #include "kernels/png/png_transcode.h"
 #include "tests/unit/testutil.h"
 #include "tests/unit/proc_util.h"
+#include "tests/png_libpng_read.h"
 
 TestSuite(png_transcode, .timeout = 120);
 
@@ -63,71 +64,13 @@ static void transcode_ok(const uint8_t *in, size_t n, const kiln_png_transcode_o
 	cr_assert_eq(info.bytes, out->len, "%s", what);
 }
 
-typedef struct membuf {
-	const uint8_t *p;
-	size_t n, at;
-} membuf;
-
-static void mem_read(png_structp png, png_bytep out, png_size_t n)
-{
-	membuf *m = png_get_io_ptr(png);
-	if (m->at + n > m->n)
-		png_error(png, "read past end");
-	memcpy(out, m->p + m->at, n);
-	m->at += n;
-}
-
-/* What libpng reads without transforms: the header and the raw samples (Adam7 images
- * de-interlaced by libpng). */
-typedef struct raw_image {
-	uint32_t w, h;
-	int ct, depth, interlace;
-	size_t rowbytes;
-	uint8_t *px;
-} raw_image;
-
-static void read_raw(const uint8_t *file, size_t size, raw_image *r, const char *what)
-{
-	memset(r, 0, sizeof *r);
-	png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-	png_infop info = png_create_info_struct(png);
-	cr_assert(png && info);
-	png_bytep *volatile rows = NULL;
-	if (setjmp(png_jmpbuf(png)))
-		cr_assert_fail("%s: libpng refused the file", what);
-	membuf m = {file, size, 0};
-	png_set_read_fn(png, &m, mem_read);
-	png_read_info(png, info);
-	png_uint_32 w, h;
-	int ct, depth, interlace;
-	png_get_IHDR(png, info, &w, &h, &depth, &ct, &interlace, NULL, NULL);
-	r->w = w;
-	r->h = h;
-	r->ct = ct;
-	r->depth = depth;
-	r->interlace = interlace;
-	if (interlace != PNG_INTERLACE_NONE)
-		png_set_interlace_handling(png);
-	png_read_update_info(png, info);
-	r->rowbytes = png_get_rowbytes(png, info);
-	r->px = malloc(r->rowbytes * h);
-	rows = malloc(h * sizeof *rows);
-	cr_assert(r->px && rows);
-	for (uint32_t y = 0; y < h; y++)
-		rows[y] = r->px + y * r->rowbytes;
-	png_read_image(png, rows);
-	png_read_end(png, NULL);
-	free(rows);
-	png_destroy_read_struct(&png, &info, NULL);
-}
-
 static int channels_of(int ct)
 {
 	return ct == 2 ? 3 : ct == 4 ? 2 : ct == 6 ? 4 : 1;
 }
 
 /* The samples of two raw images are equal (padding bits of a row's last byte ignored). */
-static void assert_same_raw(const raw_image *a, const raw_image *b, const char *what)
+static void assert_same_raw(const png_test_raw *a, const png_test_raw *b, const char *what)
 {
 	cr_assert_eq(a->rowbytes, b->rowbytes, "%s", what);
 	uint64_t bits = (uint64_t)channels_of(a->ct) * (uint64_t)a->depth * a->w;
@@ -256,9 +199,9 @@ static void check_keep(const char *name, const uint8_t *f, size_t n)
 {
 	kiln_buf out;
 	transcode_ok(f, n, NULL, &out, name);
-	raw_image a, b;
-	read_raw(f, n, &a, name);
-	read_raw(out.data, out.len, &b, name);
+	png_test_raw a, b;
+	png_test_read_raw(f, n, &a, name);
+	png_test_read_raw(out.data, out.len, &b, name);
 	cr_assert_eq(a.w, b.w, "%s", name);
 	cr_assert_eq(a.h, b.h, "%s", name);
 	cr_assert_eq(a.ct, b.ct, "%s: colour type %d became %d", name, a.ct, b.ct);
@@ -309,8 +252,8 @@ static void check_rgba8(const char *name, const uint8_t *f, size_t n)
 	opts.quality = KILN_QUALITY_FAST;
 	kiln_buf out;
 	transcode_ok(f, n, &opts, &out, name);
-	raw_image b;
-	read_raw(out.data, out.len, &b, name);
+	png_test_raw b;
+	png_test_read_raw(out.data, out.len, &b, name);
 	kiln_image x;
 	cr_assert_eq(kiln_png_decode(f, n, NULL, &x, NULL, 0), KILN_OK, "%s", name);
 	cr_assert_eq(b.ct, x.has_alpha ? PNG_COLOR_TYPE_RGBA : PNG_COLOR_TYPE_RGB, "%s: colour type %d", name, b.ct);
@@ -427,9 +370,9 @@ Test(png_transcode, kodak_round_trip)
 		kiln_png_transcode_opts_default(&opts);
 		opts.quality = q[i];
 		transcode_ok(f.data, f.len, &opts, &out, names[i]);
-		raw_image a, b;
-		read_raw(f.data, f.len, &a, names[i]);
-		read_raw(out.data, out.len, &b, names[i]);
+		png_test_raw a, b;
+		png_test_read_raw(f.data, f.len, &a, names[i]);
+		png_test_read_raw(out.data, out.len, &b, names[i]);
 		cr_assert_eq(a.ct, b.ct, "%s", names[i]);
 		cr_assert_eq(a.depth, b.depth, "%s", names[i]);
 		assert_same_raw(&a, &b, names[i]);
@@ -624,8 +567,8 @@ Test(png_transcode, cli_folder_with_a_bad_file, .init = cli_setup, .fini = cli_t
 	snprintf(one, sizeof one, "%s/one.png", tmp);
 	kiln_buf b;
 	read_file(one, &b);
-	raw_image r;
-	read_raw(b.data, b.len, &r, "one.png");
+	png_test_raw r;
+	png_test_read_raw(b.data, b.len, &r, "one.png");
 	cr_assert_eq(r.ct, PNG_COLOR_TYPE_RGB);
 	cr_assert_eq(r.depth, 8);
 	free(r.px);
