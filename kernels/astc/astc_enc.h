@@ -10,11 +10,12 @@
  *    (fast / medium / high) searched in full (at high also the best one with a second
  *    plane); 3 and 4 partitions likewise from a k-means clustering (patterns matched
  *    under the best relabelling), at medium (1 + 1 searched) and high (2 + 1), only for
- *    blocks still far off, not at fast;
+ *    blocks still far off, not at fast; fast tries the second plane and 2 partitions
+ *    only for blocks that one partition leaves far off (astc_enc_effort_of);
  *  - per fit, the block modes are first ranked without encoding (astc_enc_estimate):
  *    ideal weights decimated to each grid (least squares by correction steps), then per
  *    mode the error of quantising them and an expected endpoint quantisation error for
- *    each endpoint kind; the best 6 / 16 / 32 (mode, kind) candidates are encoded exactly
+ *    each endpoint kind; the best 3 / 16 / 32 (mode, kind) candidates are encoded exactly
  *    once, the best 1 / 3 / 4 of those refined (alternating endpoint least squares and
  *    weight re-projection) and polished (each grid weight and colour value moved one
  *    quantisation level while the exact error falls);
@@ -48,8 +49,46 @@
 #define ASTC_ENC_MAX_TRY_SEEDS 32
 
 #define ASTC_ENC_MAX_GRIDS 128
-/* correction steps of the grid weights towards least squares */
-#define ASTC_ENC_GRID_STEPS 4
+#define ASTC_ENC_MAX_CAND 32
+#define ASTC_ENC_SHORTLIST 4
+
+/* What a quality searches: every knob of the presets in one place (astc_enc_effort_of).
+ * Errors per texel (the gates) are sums of squared 8-bit differences over 4 channels. */
+typedef struct astc_enc_effort {
+	uint8_t cand;       /* (mode, kind) candidates the estimate passes on per fit */
+	uint8_t keep;       /* of those, refined and polished */
+	uint8_t iterations; /* refinement rounds (endpoint least squares <-> weights) */
+	uint8_t passes;     /* polish sweeps */
+	uint8_t grid_steps; /* correction steps of decimated weights towards least squares */
+	uint8_t dual_tries; /* second-plane channels tried with one partition */
+	uint8_t dual_gate;  /* ... only for blocks whose error per texel exceeds this */
+	uint8_t p2_gate;    /* 2 partitions only above this error per texel */
+	uint8_t p2_tries;   /* 2-partition seeds scored by line fit */
+	uint8_t p2_full;    /* ... of which searched in full */
+	uint8_t dual2;      /* the best 2-partition seed with a second plane too (above gate) */
+	uint8_t gate;       /* 3 and 4 partitions only above this error per texel */
+	uint8_t tries3, full3, tries4, full4;
+	uint8_t p4_mult;    /* 4 partitions only where 3 won or the error exceeds p4_mult x gate
+			       (0: whenever above gate) */
+} astc_enc_effort;
+
+/* fast aims at astcenc -fast quality: it skips the second plane and 2 partitions for
+ * blocks that one plane and one partition already encode closely (most texels of
+ * natural images; astcenc's fast preset stops early in the same way), tries fewer
+ * candidates and takes two weight correction steps; it meets its target without 3 and 4
+ * partitions. Medium and high try 3 and 4 partitions (and high the second plane with 2
+ * partitions) only for blocks still far off (smooth blocks rarely gain); medium tries 4
+ * partitions only where 3 won or the error is still above 16 times the gate. */
+KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
+{
+	/* cand keep iterations passes grid_steps, dual_tries dual_gate, p2_gate p2_tries
+	 * p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult */
+	const astc_enc_effort fast = {3, 1, 1, 1, 2, 1, 2, 16, 8, 1, 0, 16, 0, 0, 0, 0, 0};
+	const astc_enc_effort medium = {16, 3, 2, 4, 4, 1, 0, 0, ASTC_ENC_MAX_TRY_SEEDS / 2, 3, 0, 16, 4, 1, 4, 1, 16};
+	const astc_enc_effort high = {ASTC_ENC_MAX_CAND, ASTC_ENC_SHORTLIST, 3, 4, 4, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
+				      6, 1, 4, 16, 2, 16, 1, 0};
+	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
+}
 
 /* One candidate block mode (single plane) of a footprint. */
 typedef struct astc_enc_mode {
@@ -88,6 +127,12 @@ typedef struct astc_enc_ctx {
 	 * either end */
 	uint8_t wstep[ASTC_WEIGHT_RANGES][32][2];
 	uint8_t cstep[ASTC_RANGES][256][2];
+	/* astc_color_range(2 v + 2, bits) for every count of colour values and of bits left
+	 * (-1: none fits), and the distance between adjacent levels of each colour range */
+	int8_t crange[ASTC_MAX_VALUES / 2][129];
+	float color_step[ASTC_RANGES];
+	/* each weight 0..64 quantised to a weight range and back */
+	uint8_t wrecon[ASTC_WEIGHT_RANGES][65];
 	/* the modes grouped by weight grid: grid_modes[grid_first[g] .. grid_first[g + 1]) */
 	uint16_t grid_modes[ASTC_ENC_MAX_MODES];
 	uint16_t grid_first[ASTC_ENC_MAX_GRIDS + 1];
@@ -249,10 +294,18 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 				ctx->grid_modes[at++] = (uint16_t)m;
 	}
 	ctx->grid_first[ctx->grid_count] = (uint16_t)at;
-	for (int r = 0; r < ASTC_WEIGHT_RANGES; r++)
+	for (int r = 0; r < ASTC_WEIGHT_RANGES; r++) {
 		astc_enc_steps(astc_weight_unquant[r], astc_ranges[r].levels, 32, ctx->wstep[r]);
-	for (int r = 0; r < ASTC_RANGES; r++)
+		for (int v = 0; v <= 64; v++)
+			ctx->wrecon[r][v] = astc_weight_unquant[r][astc_weight_quant[r][v]];
+	}
+	for (int r = 0; r < ASTC_RANGES; r++) {
 		astc_enc_steps(astc_color_unquant[r], astc_ranges[r].levels, 256, ctx->cstep[r]);
+		ctx->color_step[r] = 255.0f / (float)(astc_ranges[r].levels - 1);
+	}
+	for (int v = 0; v < ASTC_MAX_VALUES / 2; v++)
+		for (int bits = 0; bits <= 128; bits++)
+			ctx->crange[v][bits] = (int8_t)astc_color_range(2 * v + 2, bits);
 }
 
 /* The texels of one block (edge blocks repeat the last row and column). */
@@ -705,13 +758,15 @@ KILN_HD int astc_enc_quant_endpoints(astc_symbolic *s, int ep[4][2][4])
 /* Endpoint kinds: 0 direct (CEM 8, 12), 1 base+scale (6, 10), 2 luminance (0, 4). */
 #define ASTC_ENC_KINDS 3
 
-/* Sets the CEM of every partition for an endpoint kind and the colour range the mode
- * leaves; 0 when the values do not fit. Under kinds 0 and 1 a gray partition among
+/* Sets the CEM of every partition for an endpoint kind; returns the number of colour
+ * values and sets *config to the bits the rest of the block (mode, partitions, CEMs)
+ * takes; 0 when the kind does not apply. Under kinds 0 and 1 a gray partition among
  * coloured ones takes the smallest mode that the others' class allows (the CEMs of one
  * block may differ by one class only): luminance, luminance+alpha, then the kind's own. */
-KILN_HD int astc_enc_set_cems(astc_symbolic *s, const astc_enc_fit *fit, int ccs, int kind, int weight_bits)
+KILN_HD int astc_enc_kind_cems(astc_symbolic *s, const astc_enc_fit *fit, int ccs, int kind, int *config)
 {
 	int values = 0, mixed = 0, parts = s->partitions;
+	*config = 0;
 	if (kind == 2 && ccs < 3)
 		return 0;
 	int top = 0, allgray = 1;
@@ -736,10 +791,24 @@ KILN_HD int astc_enc_set_cems(astc_symbolic *s, const astc_enc_fit *fit, int ccs
 		values += astc_cem_values(s->cem[p]);
 		mixed |= s->cem[p] != s->cem[0];
 	}
-	int config = (parts == 1 ? 17 : (mixed ? 25 + 3 * parts : 29)) + (s->mode.dual ? 2 : 0);
-	if (values > ASTC_MAX_VALUES)
-		return 0;
-	int cr = astc_color_range(values, 128 - config - weight_bits);
+	*config = (parts == 1 ? 17 : (mixed ? 25 + 3 * parts : 29)) + (s->mode.dual ? 2 : 0);
+	return values > ASTC_MAX_VALUES ? 0 : values;
+}
+
+/* The colour range left for `values` colour values by a block whose mode and weights
+ * take `used` bits; -1 when none fits. */
+KILN_HD int astc_enc_color_range(const astc_enc_ctx *ctx, int values, int used)
+{
+	return used <= 128 ? ctx->crange[values / 2 - 1][128 - used] : -1;
+}
+
+/* The CEMs of an endpoint kind (astc_enc_kind_cems) and the colour range a mode with
+ * weight_bits leaves; 0 when the values do not fit. */
+KILN_HD int astc_enc_set_cems(const astc_enc_ctx *ctx, astc_symbolic *s, const astc_enc_fit *fit, int ccs,
+			      int kind, int weight_bits)
+{
+	int config, values = astc_enc_kind_cems(s, fit, ccs, kind, &config);
+	int cr = values ? astc_enc_color_range(ctx, values, config + weight_bits) : -1;
 	if (cr < 0)
 		return 0;
 	s->crange = (uint8_t)cr;
@@ -759,11 +828,12 @@ KILN_HD void astc_enc_quant_plane(const astc_enc_grid *g, int n, int wrange, con
 }
 
 /* Encodes with one block mode and a partitioning: fills s, returns its exact error.
- * *kindp is the endpoint kind (0 direct, 1 base+scale); -1 tries both on the first
+ * line_ep are the fit's starting endpoints (astc_enc_line_endpoints, computed once per
+ * fit). *kindp is the endpoint kind (0 direct, 1 base+scale); -1 tries both on the first
  * iteration and returns the one kept. */
 KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-				   const astc_enc_fit *fit, const astc_enc_mode *m, int seed,
-				   int iterations, uint32_t limit, int *kindp, astc_symbolic *s)
+				   const astc_enc_fit *fit, int line_ep[4][2][4], const astc_enc_mode *m, int seed,
+				   int iterations, int grid_steps, uint32_t limit, int *kindp, astc_symbolic *s)
 {
 	const astc_enc_grid *g = &ctx->grids[m->grid];
 	int parts = fit->parts;
@@ -782,12 +852,12 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 	s->mode.weight_bits = m->weight_bits;
 	/* kind < 0: try both endpoint kinds on the first iteration, keep the better */
 	int kind = *kindp < 0 ? 0 : *kindp, kinds_left = *kindp < 0 ? 1 : 0;
-	if (!astc_enc_set_cems(s, fit, ccs, kind, m->weight_bits)) {
+	if (!astc_enc_set_cems(ctx, s, fit, ccs, kind, m->weight_bits)) {
 		if (!kinds_left)
 			return UINT32_MAX;
 		kind = 1;
 		kinds_left = 0;
-		if (!astc_enc_set_cems(s, fit, ccs, kind, m->weight_bits))
+		if (!astc_enc_set_cems(ctx, s, fit, ccs, kind, m->weight_bits))
 			return UINT32_MAX;
 	}
 
@@ -797,7 +867,11 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 		tw[0][i] = fit->w[i];
 		tw[1][i] = dual ? fit->w1[i] : 0.0f;
 	}
-	astc_enc_line_endpoints(blk, fit, ep);
+	for (int p = 0; p < parts; p++)
+		for (int k = 0; k < 4; k++) {
+			ep[p][0][k] = line_ep[p][0][k];
+			ep[p][1][k] = line_ep[p][1][k];
+		}
 
 	uint8_t W[2][ASTC_MAX_TEXELS];
 	uint32_t best = UINT32_MAX;
@@ -805,7 +879,7 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 	for (int it = 0; it <= iterations; it++) {
 		/* weights for the current texel positions, quantised and infilled */
 		for (int pl = 0; pl <= dual; pl++) {
-			astc_enc_grid_from_texels(g, blk->n, tw[pl], grid[pl], ASTC_ENC_GRID_STEPS);
+			astc_enc_grid_from_texels(g, blk->n, tw[pl], grid[pl], grid_steps);
 			astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], 0, cur.weights[pl], W[pl]);
 		}
 		/* endpoints refitted to those weights (kept when they do not determine a line) */
@@ -826,7 +900,7 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 			/* the other endpoint kind with the same weights */
 			astc_symbolic alt = cur;
 			kinds_left = 0;
-			if (astc_enc_set_cems(&alt, fit, ccs, 1, m->weight_bits)) {
+			if (astc_enc_set_cems(ctx, &alt, fit, ccs, 1, m->weight_bits)) {
 				int sw = astc_enc_quant_endpoints(&alt, ep);
 				if (sw != swapped && parts == 1)
 					for (int pl = 0; pl <= dual; pl++)
@@ -1001,16 +1075,24 @@ KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *
 					if (nc == old)
 						continue;
 					s->colors[v] = nc;
-					uint8_t nl[4][65];
-					astc_enc_lut(s, p, blk->srgb, nl);
+					/* the moved endpoints decoded texel by texel: cheaper than a
+					 * new table unless the partition has over 65 texels */
+					int e0[4], e1[4];
+					astc_enc_decoded_endpoints(s, p, e0, e1);
 					int64_t delta = 0;
-					for (int i = 0; i < n; i++)
-						if (part[i] == p)
-							delta += (int64_t)astc_enc_texel_err(blk, i, nl, W[0][i], W[1][i], ccs) - terr[i];
+					for (int i = 0; i < n; i++) {
+						if (part[i] != p)
+							continue;
+						int te = 0;
+						for (int k = 0; k < 4; k++) {
+							int w = k == ccs ? W[1][i] : W[0][i];
+							int d = astc_enc_interp(e0[k], e1[k], w, blk->srgb) - (int)blk->px[i][k];
+							te += d * d;
+						}
+						delta += (int64_t)te - terr[i];
+					}
 					if (delta < 0) {
-						for (int k = 0; k < 4; k++)
-							for (int w = 0; w <= 64; w++)
-								lut[p][k][w] = nl[k][w];
+						astc_enc_lut(s, p, blk->srgb, lut[p]);
 						for (int i = 0; i < n; i++)
 							if (part[i] == p)
 								terr[i] = astc_enc_texel_err(blk, i, lut[p], W[0][i], W[1][i], ccs);
@@ -1056,11 +1138,7 @@ KILN_HD int astc_enc_pattern_mismatch(const astc_enc_ctx *ctx, int seed, const u
 	int diff = 0;
 	for (int k = 0; k < 3; k++) {
 		uint64_t mask = k * 64 + 64 <= n ? ~0ull : (k * 64 >= n ? 0 : (1ull << (n - k * 64)) - 1);
-		uint64_t x = (ctx->part2[seed][k] ^ labels[k]) & mask;
-		while (x) {
-			x &= x - 1;
-			diff++;
-		}
+		diff += astc_enc_popcount((ctx->part2[seed][k] ^ labels[k]) & mask);
 	}
 	return diff < n - diff ? diff : n - diff;
 }
@@ -1200,22 +1278,16 @@ KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k
 	return n - best;
 }
 
-#define ASTC_ENC_MAX_CAND 32
-/* modes per fit that the estimate passes on to exact encoding, per quality */
-#define ASTC_ENC_CAND(q) ((q) == KILN_QUALITY_FAST ? 6 : ((q) == KILN_QUALITY_MEDIUM ? 16 : 32))
-
 /* Ranks the block modes of one plane count for a fit without encoding them: per weight
  * grid, the error of the ideal (unquantised) weights after decimation to the grid, plus
  * per mode the error of quantising those grid weights to its range and an expected
  * error of quantising the endpoints to its colour range; all in units of the exact error
- * (squared 8-bit differences). Fills cand[] with the `count` best mode indices (ties to
- * the lower index) and returns how many it found. */
+ * (squared 8-bit differences). ep are the fit's line endpoints. Fills cand[] with the
+ * `count` best mode indices (ties to the lower index) and returns how many it found. */
 KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_fit *fit,
-			      int dual, int count, int *cand)
+			      int ep[4][2][4], int dual, int count, int grid_steps, int *cand)
 {
 	int n = blk->n, parts = fit->parts, ccs = dual ? fit->ccs : 4;
-	int ep[4][2][4];
-	astc_enc_line_endpoints(blk, fit, ep);
 	/* squared length of each partition's line per plane, in 0..255 units */
 	float len[2][4];
 	for (int p = 0; p < parts; p++) {
@@ -1261,9 +1333,17 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 
 	float errs[ASTC_ENC_MAX_CAND];
 	int have = 0;
+	/* the CEMs of each endpoint kind do not depend on the mode */
 	astc_symbolic tmp;
 	tmp.partitions = (uint8_t)parts;
 	tmp.mode.dual = (uint8_t)dual;
+	int values[ASTC_ENC_KINDS], config[ASTC_ENC_KINDS];
+	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++)
+		values[kind] = astc_enc_kind_cems(&tmp, fit, ccs, kind, &config[kind]);
+	/* the expected endpoint quantisation error of each colour range */
+	float cterm_of[ASTC_RANGES];
+	for (int r = 0; r < ASTC_RANGES; r++)
+		cterm_of[r] = (float)channels * ctx->color_step[r] * ctx->color_step[r] / 18.0f;
 	for (int g = 0; g < ctx->grid_count; g++) {
 		int first = ctx->grid_first[g], end = ctx->grid_first[g + 1], any = 0;
 		for (int t = first; t < end && !any; t++)
@@ -1275,7 +1355,7 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		for (int pl = 0; pl <= dual; pl++) {
 			const float *tw = pl ? fit->w1 : fit->w;
-			astc_enc_grid_from_texels(gr, n, tw, ideal[pl], ASTC_ENC_GRID_STEPS);
+			astc_enc_grid_from_texels(gr, n, tw, ideal[pl], grid_steps);
 			if (gr->full)
 				continue;
 			for (int i = 0; i < n; i++) {
@@ -1292,12 +1372,28 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 			const astc_enc_mode *m = &ctx->modes[mi];
 			if (m->dual != dual)
 				continue;
+			/* per kind the colour terms; the error without the weight quantisation
+			 * term (>= 0) bounds the candidate from below: a mode whose bounds cannot
+			 * enter the full list is dropped before that term is computed */
+			float cterm[ASTC_ENC_KINDS], kterm[ASTC_ENC_KINDS];
+			int ok[ASTC_ENC_KINDS], live = 0;
+			for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
+				int cr = values[kind] ? astc_enc_color_range(ctx, values[kind], config[kind] + m->weight_bits) : -1;
+				ok[kind] = cr >= 0;
+				if (!ok[kind])
+					continue;
+				cterm[kind] = cterm_of[cr];
+				kterm[kind] = kind == 1 ? scale_err : (kind == 2 ? (float)fit->gray_err : 0.0f);
+				live |= have < count || dec + cterm[kind] + kterm[kind] < errs[count - 1];
+			}
+			if (!live)
+				continue;
 			float e = dec;
 			for (int pl = 0; pl <= dual; pl++) {
 				float q = 0.0f;
 				for (int j = 0; j < ng; j++) {
 					int v = astc_enc_round64(ideal[pl][j]);
-					float d = ideal[pl][j] - (float)astc_weight_unquant[m->wrange][astc_weight_quant[m->wrange][v]];
+					float d = ideal[pl][j] - (float)ctx->wrecon[m->wrange][v];
 					q += d * d * (float)gr->den[j];
 				}
 				e += q / 16.0f * lmean[pl];
@@ -1307,11 +1403,9 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 				 * skipped once that cannot enter the list */
 				if (kind == 2 && have == count && errs[count - 1] <= (float)fit->gray_err)
 					continue;
-				if (!astc_enc_set_cems(&tmp, fit, ccs, kind, m->weight_bits))
+				if (!ok[kind])
 					continue;
-				float step = 255.0f / (float)(astc_ranges[tmp.crange].levels - 1);
-				float ek = e + (float)channels * step * step / 18.0f +
-					   (kind == 1 ? scale_err : (kind == 2 ? (float)fit->gray_err : 0.0f));
+				float ek = e + cterm[kind] + kterm[kind];
 				/* insertion into the sorted list; ties keep the lower candidate first */
 				int at = have;
 				while (at > 0 && errs[at - 1] > ek)
@@ -1333,8 +1427,6 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 	return have;
 }
 
-#define ASTC_ENC_SHORTLIST 4
-
 /* Every block mode of the fit's plane count with a single fit (no refinement), then the
  * best few refined and polished: keeps *best / *best_err when nothing beats them. */
 /* astc_enc_search has several callers (one and two planes, 2, 3 and 4 partitions):
@@ -1346,23 +1438,24 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 #define ASTC_ENC_SEARCH_FN KILN_HD
 #endif
 ASTC_ENC_SEARCH_FN void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-			     const astc_enc_fit *fit, int seed, int quality, astc_symbolic *best,
+			     const astc_enc_fit *fit, int seed, const astc_enc_effort *ef, astc_symbolic *best,
 			     uint32_t *best_err)
 {
-	int keep = quality == KILN_QUALITY_FAST ? 1 : (quality == KILN_QUALITY_MEDIUM ? 3 : ASTC_ENC_SHORTLIST);
-	int iterations = quality == KILN_QUALITY_FAST ? 1 : (quality == KILN_QUALITY_MEDIUM ? 2 : 3);
-	int passes = quality == KILN_QUALITY_FAST ? 1 : (quality == KILN_QUALITY_MEDIUM ? 4 : 4);
+	int keep = ef->keep;
 	int dual = fit->ccs < 4;
 	int list[ASTC_ENC_SHORTLIST], kinds[ASTC_ENC_SHORTLIST], have = 0;
 	uint32_t errs[ASTC_ENC_SHORTLIST];
 	astc_symbolic cand;
 	int modes[ASTC_ENC_MAX_CAND];
-	int nmodes = astc_enc_estimate(ctx, blk, fit, dual, ASTC_ENC_CAND(quality), modes);
+	int line_ep[4][2][4];
+	astc_enc_line_endpoints(blk, fit, line_ep);
+	int nmodes = astc_enc_estimate(ctx, blk, fit, line_ep, dual, ef->cand, ef->grid_steps, modes);
 	for (int c = 0; c < nmodes; c++) {
 		int m = modes[c] / ASTC_ENC_KINDS;
 		uint32_t limit = have == keep ? errs[have - 1] : UINT32_MAX;
 		int kind = modes[c] % ASTC_ENC_KINDS;
-		uint32_t e = astc_enc_try_mode(ctx, blk, fit, &ctx->modes[m], seed, 0, limit, &kind, &cand);
+		uint32_t e = astc_enc_try_mode(ctx, blk, fit, line_ep, &ctx->modes[m], seed, 0, ef->grid_steps, limit, &kind,
+					       &cand);
 		if (e < *best_err) {
 			*best_err = e;
 			*best = cand;
@@ -1386,10 +1479,11 @@ ASTC_ENC_SEARCH_FN void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_
 	}
 	for (int t = 0; t < have; t++) {
 		const astc_enc_mode *md = &ctx->modes[list[t]];
-		uint32_t e = astc_enc_try_mode(ctx, blk, fit, md, seed, iterations, UINT32_MAX, &kinds[t], &cand);
+		uint32_t e = astc_enc_try_mode(ctx, blk, fit, line_ep, md, seed, ef->iterations, ef->grid_steps,
+					       UINT32_MAX, &kinds[t], &cand);
 		if (e == UINT32_MAX)
 			continue;
-		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], &cand, e, passes);
+		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], &cand, e, ef->passes);
 		if (e < *best_err) {
 			*best_err = e;
 			*best = cand;
@@ -1400,7 +1494,8 @@ ASTC_ENC_SEARCH_FN void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_
 /* k partitions (3, 4): the `tries` seeds whose patterns best match a k-means clustering,
  * re-ranked by the residual of a line fit per partition, the best `full` searched. */
 KILN_HD void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_fit *line,
-				   int k, int tries, int full, int quality, astc_symbolic *best, uint32_t *best_err)
+				   int k, int tries, int full, const astc_enc_effort *ef, astc_symbolic *best,
+				   uint32_t *best_err)
 {
 	int n = blk->n;
 	uint64_t masks[4][3];
@@ -1441,27 +1536,9 @@ KILN_HD void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block
 			f.part[i] = (uint8_t)(((*pl)[sd][0][i >> 6] >> (i & 63) & 1u) |
 					      (((*pl)[sd][1][i >> 6] >> (i & 63) & 1u) << 1));
 		astc_enc_fit_lines(blk, &f);
-		astc_enc_search(ctx, blk, &f, sd, quality, best, best_err);
+		astc_enc_search(ctx, blk, &f, sd, ef, best, best_err);
 	}
 }
-
-/* Per quality: 3- and 4-partition seeds scored by line fit, and searched in full; fast
- * has none (it meets its target without, at its speed). Medium and high try them (and
- * high the second plane with 2 partitions) only for blocks whose error so far exceeds
- * ASTC_ENC_GATE per texel (smooth blocks rarely gain); medium tries 4 partitions only
- * where 3 won or the error is still above 16 times that. */
-#ifndef ASTC_ENC_TRIES3
-#define ASTC_ENC_TRIES3(q) ((q) == KILN_QUALITY_FAST ? 0 : ((q) == KILN_QUALITY_MEDIUM ? 4 : 16))
-#define ASTC_ENC_FULL3(q) ((q) == KILN_QUALITY_FAST ? 0 : ((q) == KILN_QUALITY_MEDIUM ? 1 : 2))
-#define ASTC_ENC_TRIES4(q) ((q) == KILN_QUALITY_FAST ? 0 : ((q) == KILN_QUALITY_MEDIUM ? 4 : 16))
-#define ASTC_ENC_FULL4(q) ((q) == KILN_QUALITY_FAST ? 0 : ((q) == KILN_QUALITY_MEDIUM ? 1 : 1))
-#endif
-#ifndef ASTC_ENC_DUAL2
-#define ASTC_ENC_DUAL2(q) ((q) == KILN_QUALITY_HIGH)
-#endif
-#ifndef ASTC_ENC_GATE
-#define ASTC_ENC_GATE(q) ((q) == KILN_QUALITY_HIGH ? 4 : 16)
-#endif
 
 /* Encodes one block into 16 bytes. */
 KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *blk, int quality,
@@ -1483,6 +1560,8 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 		return;
 	}
 	uint32_t best_err = UINT32_MAX;
+	astc_enc_effort ef;
+	astc_enc_effort_of(quality, &ef);
 
 	astc_enc_fit fit;
 	fit.parts = 1;
@@ -1490,11 +1569,11 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 	for (int i = 0; i < n; i++)
 		fit.part[i] = 0;
 	astc_enc_fit_lines(blk, &fit);
-	astc_enc_search(ctx, blk, &fit, 0, quality, &best, &best_err);
+	astc_enc_search(ctx, blk, &fit, 0, &ef, &best, &best_err);
 
 	/* a second weight plane for the channel farthest from the line (all that vary at
 	 * high) */
-	{
+	if (best_err > (uint32_t)(ef.dual_gate * n)) {
 		astc_enc_fit f1 = fit;
 		int order[4] = {0, 1, 2, 3};
 		for (int a = 1; a < 4; a++)
@@ -1503,22 +1582,20 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 				order[b] = order[b - 1];
 				order[b - 1] = t;
 			}
-		int tries = quality == KILN_QUALITY_HIGH ? 4 : 1;
-		for (int t = 0; t < tries && best_err > 0; t++) {
+		for (int t = 0; t < ef.dual_tries && best_err > 0; t++) {
 			if (fit.resid[order[t]] == 0)
 				break;
 			f1.ccs = order[t];
 			astc_enc_fit_lines(blk, &f1);
-			astc_enc_search(ctx, blk, &f1, 0, quality, &best, &best_err);
+			astc_enc_search(ctx, blk, &f1, 0, &ef, &best, &best_err);
 		}
 	}
 
-	uint32_t gate = (uint32_t)(ASTC_ENC_GATE(quality) * n);
+	uint32_t gate = (uint32_t)(ef.gate * n);
 	/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
 	 * the residual of a line fit per partition; the best few searched in full */
-	int tries = quality == KILN_QUALITY_FAST ? 8 : (quality == KILN_QUALITY_MEDIUM ? ASTC_ENC_MAX_TRY_SEEDS / 2 : ASTC_ENC_MAX_TRY_SEEDS);
-	int full = quality == KILN_QUALITY_FAST ? 1 : (quality == KILN_QUALITY_MEDIUM ? 3 : 6);
-	if (tries > 0 && best_err > 0) {
+	int tries = ef.p2_tries, full = ef.p2_full;
+	if (tries > 0 && best_err > (uint32_t)(ef.p2_gate * n)) {
 		uint64_t labels[3];
 		astc_enc_two_means(blk, &fit, labels);
 		int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
@@ -1555,11 +1632,11 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 			for (int i = 0; i < n; i++)
 				f2.part[i] = (uint8_t)((ctx->part2[sd][i >> 6] >> (i & 63)) & 1u);
 			astc_enc_fit_lines(blk, &f2);
-			astc_enc_search(ctx, blk, &f2, sd, quality, &best, &best_err);
+			astc_enc_search(ctx, blk, &f2, sd, &ef, &best, &best_err);
 		}
 		/* the best-fitting seed with a second weight plane for the channel farthest
 		 * from its lines */
-		if (ASTC_ENC_DUAL2(quality) && have > 0 && best_err > gate) {
+		if (ef.dual2 && have > 0 && best_err > gate) {
 			for (int i = 0; i < n; i++)
 				f2.part[i] = (uint8_t)((ctx->part2[seeds[0]][i >> 6] >> (i & 63)) & 1u);
 			astc_enc_fit_lines(blk, &f2);
@@ -1570,17 +1647,15 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 			if (f2.resid[far] > 0) {
 				f2.ccs = far;
 				astc_enc_fit_lines(blk, &f2);
-				astc_enc_search(ctx, blk, &f2, seeds[0], quality, &best, &best_err);
+				astc_enc_search(ctx, blk, &f2, seeds[0], &ef, &best, &best_err);
 			}
 		}
 	}
-	if (ASTC_ENC_TRIES3(quality) > 0 && best_err > gate)
-		astc_enc_search_parts(ctx, blk, &fit, 3, ASTC_ENC_TRIES3(quality), ASTC_ENC_FULL3(quality), quality,
-				      &best, &best_err);
-	if (ASTC_ENC_TRIES4(quality) > 0 && best_err > gate &&
-	    (quality == KILN_QUALITY_HIGH || best_err > 16 * gate || (best.kind == ASTC_KIND_NORMAL && best.partitions == 3)))
-		astc_enc_search_parts(ctx, blk, &fit, 4, ASTC_ENC_TRIES4(quality), ASTC_ENC_FULL4(quality), quality,
-				      &best, &best_err);
+	if (ef.tries3 > 0 && best_err > gate)
+		astc_enc_search_parts(ctx, blk, &fit, 3, ef.tries3, ef.full3, &ef, &best, &best_err);
+	if (ef.tries4 > 0 && best_err > gate &&
+	    (ef.p4_mult == 0 || best_err > ef.p4_mult * gate || (best.kind == ASTC_KIND_NORMAL && best.partitions == 3)))
+		astc_enc_search_parts(ctx, blk, &fit, 4, ef.tries4, ef.full4, &ef, &best, &best_err);
 	astc_pack(&best, out);
 }
 
