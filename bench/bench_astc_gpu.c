@@ -157,11 +157,8 @@ int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *r
 	kiln_pool *pool = NULL;
 	bench_gpu_batch batch;
 	int failed = 0;
-	kiln_status st = bench_gpu_batch_create(&batch, set);
-	if (st != KILN_OK) {
-		bench_row_text(sec, "GPU batch upload", kiln_strerror(st), kiln_gpu_last_error(), NULL);
+	if (!bench_gpu_ok(sec, "GPU batch upload", bench_gpu_batch_create(&batch, set)))
 		return 1;
-	}
 	if (kiln_pool_create(0, &pool) != KILN_OK) {
 		bench_row_text(sec, "thread pool", "out of memory", NULL, NULL);
 		bench_gpu_batch_destroy(&batch);
@@ -186,9 +183,8 @@ int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *r
 			astc_gpu_run g;
 			snprintf(what, sizeof what, "ASTC %ux%u %s, kernel only, batch of %d", fps[f][0], fps[f][1],
 				 kiln_quality_name((kiln_quality)q), BENCH_GPU_BATCH);
-			st = run_init(&g, &batch, fps[f][0], fps[f][1]);
-			if (st != KILN_OK) {
-				bench_row_text(sec, what, kiln_strerror(st), kiln_gpu_last_error(), NULL);
+			kiln_status st = run_init(&g, &batch, fps[f][0], fps[f][1]);
+			if (!bench_gpu_ok(sec, what, st)) {
 				failed++;
 				continue;
 			}
@@ -199,8 +195,7 @@ int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *r
 			st = time_launches(opts, &g, &s, &n);
 			if (st == KILN_OK)
 				st = same_as_cpu(&g, set, pool, &same);
-			if (st != KILN_OK) {
-				bench_row_text(sec, what, kiln_strerror(st), kiln_gpu_last_error(), NULL);
+			if (!bench_gpu_ok(sec, what, st)) {
 				failed++;
 			} else {
 				snprintf(cell, sizeof cell, "%.2f Mpix/s", (double)batch.pixels / 1e6 / s);

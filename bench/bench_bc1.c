@@ -297,11 +297,9 @@ static int gpu_quality(const bench_opts *opts, const bench_set *set, bc1_out *cp
 	kiln_status st = bench_gpu_time(opts, g->batch->stream, gpu_launch, g, &kernel_s);
 	if (st == KILN_OK)
 		st = bench_gpu_time(opts, g->batch->stream, gpu_round_trip, g, &e2e_s);
-	if (st != KILN_OK) {
-		snprintf(what, sizeof what, "BC1 %s on the GPU", kiln_quality_name(q));
-		bench_row_text(sec, what, kiln_strerror(st), kiln_gpu_last_error(), NULL);
+	snprintf(what, sizeof what, "BC1 %s on the GPU", kiln_quality_name(q));
+	if (!bench_gpu_ok(sec, what, st))
 		return 1;
-	}
 	double gpix = (double)g->batch->pixels / 1e9;
 	snprintf(what, sizeof what, "BC1 %s, kernel only, batch of %d", kiln_quality_name(q), BENCH_GPU_BATCH);
 	bench_row_rate(sec, what, gpix / kernel_s, -1, "Gpix/s");
@@ -329,15 +327,10 @@ static int gpu_section(const bench_opts *opts, const bench_set *set, bc1_out *cp
 	bench_section *sec = bench_section_add(report, "BC1 on the GPU", note);
 	bench_gpu_batch batch;
 	bc1_gpu g;
-	kiln_status st = bench_gpu_batch_create(&batch, set);
-	if (st != KILN_OK) {
-		bench_row_text(sec, "GPU batch upload", kiln_strerror(st), kiln_gpu_last_error(), NULL);
+	if (!bench_gpu_ok(sec, "GPU batch upload", bench_gpu_batch_create(&batch, set)))
 		return 1;
-	}
 	int failed = 0;
-	st = bc1_gpu_init(&g, &batch);
-	if (st != KILN_OK) {
-		bench_row_text(sec, "GPU buffers", kiln_strerror(st), kiln_gpu_last_error(), NULL);
+	if (!bench_gpu_ok(sec, "GPU buffers", bc1_gpu_init(&g, &batch))) {
 		failed = 1;
 		goto fail;
 	}

@@ -146,12 +146,9 @@ static int gpu_rows(const bench_opts *opts, const bench_set *set, kiln_pool *poo
 	mip_gpu_run run = { &dev, NULL, 0, NULL };
 	bool same = false;
 	double s = 0;
-	kiln_status st = bench_gpu_batch_create(&batch, set);
-	if (st != KILN_OK) {
-		bench_row_text(sec, "mip chains, GPU", kiln_strerror(st), kiln_gpu_last_error(), NULL);
+	if (!bench_gpu_ok(sec, "mip chains, GPU", bench_gpu_batch_create(&batch, set)))
 		return 1;
-	}
-	st = mip_set_plan(&dev, batch.device, BENCH_GPU_BATCH);
+	kiln_status st = mip_set_plan(&dev, batch.device, BENCH_GPU_BATCH);
 	if (st == KILN_OK)
 		st = kiln_gpu_malloc((void **)&d_mem, dev.bytes);
 	run.temp_size = kiln_mip_temp_size(BENCH_GPU_BATCH, dev.max_levels);
@@ -165,9 +162,7 @@ static int gpu_rows(const bench_opts *opts, const bench_set *set, kiln_pool *poo
 	if (st == KILN_OK)
 		st = same_as_cpu(&dev, d_mem, set, pool, batch.stream, &same);
 fail:
-	if (st != KILN_OK) {
-		bench_row_text(sec, "mip chains, GPU", kiln_strerror(st), kiln_gpu_last_error(), NULL);
-	} else {
+	if (bench_gpu_ok(sec, "mip chains, GPU", st)) {
 		char what[96];
 		snprintf(what, sizeof what, "mip chains, GPU, batch of %d", BENCH_GPU_BATCH);
 		bench_row_rate(sec, what, (double)batch.pixels / s / 1e9, -1, "Gpix/s");

@@ -327,15 +327,10 @@ static int gpu_section(const bench_opts *opts, const bench_set *set, pe_out *cpu
 	bench_section *sec = bench_section_add(report, "PNG encoder on the GPU", note);
 	bench_gpu_batch batch;
 	pe_gpu g;
-	kiln_status st = bench_gpu_batch_create(&batch, set);
-	if (st != KILN_OK) {
-		bench_row_text(sec, "GPU batch upload", kiln_strerror(st), kiln_gpu_last_error(), NULL);
+	if (!bench_gpu_ok(sec, "GPU batch upload", bench_gpu_batch_create(&batch, set)))
 		return 1;
-	}
 	int failed = 0;
-	st = pe_gpu_init(&g, &batch);
-	if (st != KILN_OK) {
-		bench_row_text(sec, "GPU buffers", kiln_strerror(st), kiln_gpu_last_error(), NULL);
+	if (!bench_gpu_ok(sec, "GPU buffers", pe_gpu_init(&g, &batch))) {
 		failed = 1;
 		goto fail;
 	}
@@ -344,11 +339,10 @@ static int gpu_section(const bench_opts *opts, const bench_set *set, pe_out *cpu
 		char what[160];
 		double s = 0;
 		g.params.quality = (kiln_quality)q;
-		st = bench_gpu_time(opts, batch.stream, gpu_launch, &g, &s);
+		kiln_status st = bench_gpu_time(opts, batch.stream, gpu_launch, &g, &s);
 		snprintf(what, sizeof what, "PNG %s, kernels only, batch of %d", kiln_quality_name((kiln_quality)q),
 			 BENCH_GPU_BATCH);
-		if (st != KILN_OK) {
-			bench_row_text(sec, what, kiln_strerror(st), kiln_gpu_last_error(), NULL);
+		if (!bench_gpu_ok(sec, what, st)) {
 			failed++;
 			continue;
 		}

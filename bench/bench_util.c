@@ -303,6 +303,14 @@ void bench_row_text(bench_section *s, const char *what, const char *kiln, const 
 	snprintf(r->ratio, sizeof r->ratio, "%s", ratio ? ratio : "—");
 }
 
+bool bench_gpu_ok(bench_section *s, const char *what, kiln_status st)
+{
+	if (st == KILN_OK)
+		return true;
+	bench_row_text(s, what, kiln_strerror(st), kiln_gpu_last_error(), NULL);
+	return false;
+}
+
 void bench_row_rate(bench_section *s, const char *what, double kiln, double anchor, const char *unit)
 {
 	char k[48], a[48], r[32];

@@ -126,6 +126,9 @@ bench_section *bench_section_add(bench_report *report, const char *title, const 
 /* A row of preformatted cells (anchor and ratio may be NULL: shown as a dash). */
 void bench_row_text(bench_section *s, const char *what, const char *kiln, const char *anchor,
 		    const char *ratio);
+/* A GPU step's outcome in a section: true when st is KILN_OK; otherwise a row of what, the
+ * status and CUDA's last error (how every GPU section reports a failed step), and false. */
+bool bench_gpu_ok(bench_section *s, const char *what, kiln_status st);
 /* Throughput row: kiln and anchor in `unit`, ratio kiln/anchor ("x"); anchor < 0: none. */
 void bench_row_rate(bench_section *s, const char *what, double kiln, double anchor, const char *unit);
 /* PSNR row: the third column is the difference in dB. */

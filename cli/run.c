@@ -322,7 +322,7 @@ int cli_run(int argc, char **argv)
 	pthread_t thread;
 	bool thread_started = false;
 	json_t *job = NULL, *final = NULL, *failures = NULL;
-	struct sigaction sa, old_int, old_term;
+	cli_stop_signals old_signals;
 	bool signals_set = false;
 	cli_client c;
 	cli_client_init(&c, "run");
@@ -336,11 +336,7 @@ int cli_run(int argc, char **argv)
 	}
 	/* from here a signal ends the run through the clean-up below, which removes the
 	 * temporary state directory */
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
+	cli_stop_signals_catch(&old_signals, on_signal);
 	signals_set = true;
 	/* the embedded scheduler's and worker's log lines would bury the progress, and each
 	 * failed item is in the summary already */
@@ -433,10 +429,8 @@ fail:
 	kiln_scheduler_destroy(sched);
 	if (ctx)
 		zmq_ctx_term(ctx);
-	if (signals_set) {
-		sigaction(SIGINT, &old_int, NULL);
-		sigaction(SIGTERM, &old_term, NULL);
-	}
+	if (signals_set)
+		cli_stop_signals_restore(&old_signals);
 	if (!a.state_dir && state_buf[0])
 		nftw(state_buf, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	explicit_bzero(c.token, sizeof c.token);

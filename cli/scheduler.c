@@ -119,15 +119,9 @@ int cli_scheduler(int argc, char **argv)
 		return CLI_EXIT_FATAL;
 	}
 	running = s;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	cli_stop_signals_catch(NULL, on_signal);
 	kiln_scheduler_run(s);
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
+	cli_stop_signals_restore(NULL);
 	running = NULL;
 	KILN_INFO("scheduler stopping", NULL);
 	kiln_scheduler_destroy(s);

@@ -135,3 +135,24 @@ void cli_progress_finish(cli_progress *p)
 	if (p->enabled)
 		fputc('\n', stderr);
 }
+
+void cli_stop_signals_catch(cli_stop_signals *saved, void (*handler)(int))
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = handler;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, saved ? &saved->old_int : NULL);
+	sigaction(SIGTERM, &sa, saved ? &saved->old_term : NULL);
+}
+
+void cli_stop_signals_restore(const cli_stop_signals *saved)
+{
+	if (!saved) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		return;
+	}
+	sigaction(SIGINT, &saved->old_int, NULL);
+	sigaction(SIGTERM, &saved->old_term, NULL);
+}

@@ -2,6 +2,7 @@
 #ifndef KILN_CLI_UTIL_H
 #define KILN_CLI_UTIL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,5 +52,17 @@ void cli_progress_show(cli_progress *p, size_t total, size_t done, size_t failed
 
 /* Monotonic seconds. */
 double cli_now(void);
+
+/* The long-running commands (scheduler, worker, run) stop cleanly on SIGINT and SIGTERM.
+ * cli_stop_signals_catch sends both to handler, which may only ask the command to stop
+ * (async-signal-safe), and keeps the actions they had in *saved (saved may be NULL);
+ * cli_stop_signals_restore puts those back, or the defaults when saved is NULL (then a
+ * second signal during the shutdown ends the process at once). */
+typedef struct cli_stop_signals {
+	struct sigaction old_int, old_term;
+} cli_stop_signals;
+
+void cli_stop_signals_catch(cli_stop_signals *saved, void (*handler)(int));
+void cli_stop_signals_restore(const cli_stop_signals *saved);
 
 #endif

@@ -232,15 +232,9 @@ int cli_worker(int argc, char **argv)
 		goto fail;
 	}
 	running = client;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	cli_stop_signals_catch(NULL, on_signal);
 	rc = kiln_client_run(client) == KILN_OK ? CLI_EXIT_OK : CLI_EXIT_FATAL;
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
+	cli_stop_signals_restore(NULL);
 	running = NULL;
 fail:
 	kiln_client_destroy(client);

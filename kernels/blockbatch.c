@@ -1,6 +1,8 @@
 /* See blockbatch.h. */
 #include "kernels/blockbatch.h"
 
+#include "kernels/find_last.h"
+
 void kiln_blockbatch_init(kiln_blockbatch *batch, kiln_block_span *span, kiln_block_fn fn,
 			  const void *ctx)
 {
@@ -19,24 +21,11 @@ void kiln_blockbatch_add(kiln_blockbatch *batch, uint32_t blocks_x, uint64_t blo
 	batch->count++;
 }
 
-/* The last surface whose first block is <= block. */
-static size_t find_surface(const kiln_blockbatch *batch, uint64_t block)
-{
-	size_t lo = 0, hi = batch->count;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (batch->span[mid].first_block <= block)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 static void run_range(void *arg, size_t begin, size_t end)
 {
 	const kiln_blockbatch *batch = arg;
-	size_t si = find_surface(batch, begin);
+	/* the surface of the range's first block; the loop steps on from there */
+	size_t si = kiln_find_last_le(&batch->span[0].first_block, sizeof batch->span[0], batch->count, begin);
 	for (uint64_t b = begin; b < end; b++) {
 		while (si + 1 < batch->count && batch->span[si + 1].first_block <= b)
 			si++;

@@ -381,15 +381,38 @@ static void item_forward(kiln_pipeline *p, queue *q, item *it)
 
 /* ---- stages ---- */
 
-/* The storage a fetch or upload thread uses: the injected one (cfg.storage, *st stays
- * NULL) or its own; a failure to open is returned with its reason in msg, for the items. */
-static kiln_status io_storage_open(kiln_pipeline *p, kiln_storage **st, char *msg, size_t cap)
+/* The storage a fetch or upload thread uses, behind the injected storage's two calls so
+ * that both stages call one interface: the injected one (cfg.storage; own stays NULL) or
+ * a common/storage handle of the thread's own. open_st and msg: why opening that handle
+ * failed, which the thread's items finish with. */
+typedef struct io_storage {
+	kiln_pipeline_storage calls;
+	kiln_storage *own;
+	kiln_status open_st;
+	char msg[KILN_STORAGE_MSG_MAX];
+} io_storage;
+
+static kiln_status own_get_many(void *st, kiln_storage_get_item *items, size_t count)
 {
-	*st = NULL;
-	msg[0] = '\0';
-	if (p->cfg.storage)
-		return KILN_OK;
-	return kiln_storage_create(p->cfg.storage_config, st, msg, cap);
+	return kiln_storage_get_many(st, items, count);
+}
+
+static kiln_status own_put_many(void *st, kiln_storage_put_item *items, size_t count)
+{
+	return kiln_storage_put_many(st, items, count);
+}
+
+static void io_storage_open(kiln_pipeline *p, io_storage *io)
+{
+	io->own = NULL;
+	io->msg[0] = '\0';
+	io->open_st = KILN_OK;
+	if (p->cfg.storage) {
+		io->calls = *p->cfg.storage;
+		return;
+	}
+	io->open_st = kiln_storage_create(p->cfg.storage_config, &io->own, io->msg, sizeof io->msg);
+	io->calls = (kiln_pipeline_storage){own_get_many, own_put_many, io->own};
 }
 
 /* Finishes an item whose storage request failed (true), with the request's message or
@@ -406,17 +429,16 @@ static void *fetch_main(void *arg)
 {
 	stage_thread *t = arg;
 	kiln_pipeline *p = t->p;
-	kiln_storage *st;
-	char msg[KILN_STORAGE_MSG_MAX];
-	kiln_status open_st = io_storage_open(p, &st, msg, sizeof msg);
+	io_storage io;
+	io_storage_open(p, &io);
 	item *batch[IO_BATCH];
 	kiln_storage_get_item gets[IO_BATCH];
 	size_t n;
 	while ((n = queue_pop(&p->fetch.in, batch, IO_BATCH, NULL)) > 0) {
 		n = drop_cancelled(p, batch, n);
-		if (open_st != KILN_OK) {
+		if (io.open_st != KILN_OK) {
 			for (size_t i = 0; i < n; i++)
-				item_finish(p, batch[i], open_st, "storage: %s", msg);
+				item_finish(p, batch[i], io.open_st, "storage: %s", io.msg);
 			continue;
 		}
 		for (size_t i = 0; i < n; i++) {
@@ -426,10 +448,7 @@ static void *fetch_main(void *arg)
 			gets[i].out = &batch[i]->data;
 		}
 		uint64_t t0 = kiln_now_ns();
-		if (p->cfg.storage)
-			p->cfg.storage->get_many(p->cfg.storage->ctx, gets, n);
-		else
-			kiln_storage_get_many(st, gets, n);
+		io.calls.get_many(io.calls.ctx, gets, n);
 		stage_account(&p->fetch, t0, n);
 		for (size_t i = 0; i < n; i++) {
 			item *it = batch[i];
@@ -439,7 +458,7 @@ static void *fetch_main(void *arg)
 			item_forward(p, &p->decode.in, it);
 		}
 	}
-	kiln_storage_destroy(st);
+	kiln_storage_destroy(io.own);
 	return NULL;
 }
 
@@ -832,9 +851,8 @@ static void *upload_main(void *arg)
 {
 	stage_thread *t = arg;
 	kiln_pipeline *p = t->p;
-	kiln_storage *st;
-	char msg[KILN_STORAGE_MSG_MAX];
-	kiln_status open_st = io_storage_open(p, &st, msg, sizeof msg);
+	io_storage io;
+	io_storage_open(p, &io);
 	item *batch[IO_BATCH];
 	kiln_storage_put_item puts[IO_BATCH];
 	size_t n;
@@ -851,7 +869,7 @@ static void *upload_main(void *arg)
 				budget_release(p, it->reserved);
 				it->reserved = 0;
 			}
-			kiln_status cs = open_st;
+			kiln_status cs = io.open_st;
 			if (!it->shard->png_out) { /* a PNG's data is its output file already */
 				kiln_buf_init(&it->data, MAX_OUTPUT_BYTES);
 				if (cs == KILN_OK)
@@ -862,8 +880,8 @@ static void *upload_main(void *arg)
 				memset(&it->tex, 0, sizeof it->tex);
 			}
 			if (cs != KILN_OK) {
-				item_finish(p, it, cs, "%s: %s", open_st != KILN_OK ? "storage" : "container",
-					    open_st != KILN_OK ? msg : kiln_strerror(cs));
+				item_finish(p, it, cs, "%s: %s", io.open_st != KILN_OK ? "storage" : "container",
+					    io.open_st != KILN_OK ? io.msg : kiln_strerror(cs));
 				continue;
 			}
 			memset(&puts[m], 0, sizeof puts[m]);
@@ -872,12 +890,8 @@ static void *upload_main(void *arg)
 			puts[m].size = it->data.len;
 			batch[m++] = it;
 		}
-		if (m) {
-			if (p->cfg.storage)
-				p->cfg.storage->put_many(p->cfg.storage->ctx, puts, m);
-			else
-				kiln_storage_put_many(st, puts, m);
-		}
+		if (m)
+			io.calls.put_many(io.calls.ctx, puts, m);
 		stage_account(&p->upload, t0, n);
 		for (size_t i = 0; i < m; i++) {
 			item *it = batch[i];
@@ -888,7 +902,7 @@ static void *upload_main(void *arg)
 			item_finish(p, it, KILN_OK, NULL);
 		}
 	}
-	kiln_storage_destroy(st);
+	kiln_storage_destroy(io.own);
 	return NULL;
 }
 

@@ -319,43 +319,17 @@ __device__ static int warp_dynamic(warp_shared *w, kiln_bits *b)
 	__syncwarp();
 	if (warp_build(w, t->pre, KILN_INFL_PRE_SIZE, KILN_INFL_PRE_BITS, w->lens, 19, 2) != 0)
 		return KILN_INFL_ERR_DATA;
-	uint32_t n = 0, total = hlit + hdist, last = 0;
+	uint32_t n = 0, total = hlit + hdist, len = 0;
 	while (n < total) {
-		kiln_bits_refill(b);
-		if (!kiln_bits_ok(b))
-			return KILN_INFL_ERR_TRUNCATED;
-		uint32_t e = kiln_infl_lookup(t->pre, KILN_INFL_PRE_BITS, b);
-		if (KILN_INFL_KIND(e) != KILN_INFL_LIT)
-			return KILN_INFL_ERR_DATA;
-		uint32_t sym = e >> 16;
-		if (sym < 16) {
-			if (lane == 0)
-				w->lens[n] = (uint8_t)sym;
-			n++;
-			last = sym;
-			continue;
-		}
+		// every lane decodes the same bits (the warp stays in step) and stores its stripe
+		// of the run: lane 0 alone for a single length
 		uint32_t rep;
-		uint32_t val = 0;
-		if (sym == 16) {
-			if (n == 0)
-				return KILN_INFL_ERR_DATA;
-			val = last;
-			rep = 3 + (uint32_t)(b->buf & 3u);
-			kiln_bits_drop(b, 2);
-		} else if (sym == 17) {
-			rep = 3 + (uint32_t)(b->buf & 7u);
-			kiln_bits_drop(b, 3);
-		} else {
-			rep = 11 + (uint32_t)(b->buf & 127u);
-			kiln_bits_drop(b, 7);
-		}
-		if (rep > total - n)
-			return KILN_INFL_ERR_DATA;
+		int rc = kiln_infl_len_run(t->pre, b, n, total, &rep, &len);
+		if (rc != KILN_INFL_OK)
+			return rc;
 		for (uint32_t i = lane; i < rep; i += 32)
-			w->lens[n + i] = (uint8_t)val;
+			w->lens[n + i] = (uint8_t)len;
 		n += rep;
-		last = val;
 	}
 	__syncwarp();
 	if (w->lens[256] == 0)

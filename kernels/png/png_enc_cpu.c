@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/image.h"
+#include "kernels/find_last.h"
 #include "kernels/png/png_enc.h"
 #include "kernels/png/png_enc_shared.h"
 
@@ -327,17 +328,10 @@ typedef struct cpu_run {
 	const kiln_pngenc_params *params;
 } cpu_run;
 
-static size_t plan_of_strip(const cpu_run *run, uint64_t strip)
+/* The plan holding batch strip k (plans[j].first_strip ascending, plans[0]'s 0). */
+static size_t plan_of_strip(const cpu_run *run, uint64_t k)
 {
-	size_t lo = 0, hi = run->nplans;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (run->plans[mid].first_strip <= strip)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
+	return kiln_find_last_le(&run->plans[0].first_strip, sizeof run->plans[0], run->nplans, k);
 }
 
 static void slot_worker(void *ctx, size_t begin, size_t end)

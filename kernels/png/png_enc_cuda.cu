@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cuda_util.cuh"
+
 extern "C" {
 #include "kernels/png/png_enc.h"
 #include "kernels/png/png_enc_shared.h"
@@ -77,15 +79,7 @@ __device__ static strip_ptrs strip_scratch(uint8_t *scratch, const png_plan *pl,
 // The plan holding batch strip k (plans[j].first_strip ascending, plans[0]'s 0).
 __device__ static uint32_t plan_of(const png_plan *plans, uint32_t count, uint64_t k)
 {
-	uint32_t lo = 0, hi = count;
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (plans[mid].first_strip <= k)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
+	return kiln_find_last_le(plans, count, &png_plan::first_strip, k);
 }
 
 // Byte i of row y as PNG samples (RGBA8 sources written as RGB8 skip every 4th byte).

@@ -313,6 +313,45 @@ KILN_HD uint32_t kiln_infl_lookup(const uint32_t *table, uint32_t tb, kiln_bits 
 	return e;
 }
 
+/* The next run of a dynamic header's code lengths, after n of its total: one symbol of
+ * the code-length code (pre), a length (a run of one) or a repeat code with its extra
+ * bits, as *rep lengths of *last. *last is the previous length on entry (the callers keep
+ * it in a register rather than read it back): 16 repeats it, 17 and 18 repeat 0.
+ * KILN_INFL_OK, or why the header is bad (a missing previous length, a run past total).
+ * kiln_infl_dynamic and the GPU decoder's warp-wide header (png_dec_cuda.cu) read their
+ * lengths here; each stores the run its own way. */
+KILN_HD int kiln_infl_len_run(const uint32_t *pre, kiln_bits *b, uint32_t n, uint32_t total, uint32_t *rep,
+			      uint32_t *last)
+{
+	kiln_bits_refill(b);
+	if (!kiln_bits_ok(b))
+		return KILN_INFL_ERR_TRUNCATED;
+	uint32_t e = kiln_infl_lookup(pre, KILN_INFL_PRE_BITS, b);
+	if (KILN_INFL_KIND(e) != KILN_INFL_LIT)
+		return KILN_INFL_ERR_DATA;
+	uint32_t sym = e >> 16;
+	if (sym < 16) {
+		*last = sym;
+		*rep = 1;
+		return KILN_INFL_OK;
+	}
+	if (sym == 16) {
+		if (n == 0)
+			return KILN_INFL_ERR_DATA;
+		*rep = 3 + (uint32_t)(b->buf & 3u);
+		kiln_bits_drop(b, 2);
+	} else if (sym == 17) {
+		*last = 0;
+		*rep = 3 + (uint32_t)(b->buf & 7u);
+		kiln_bits_drop(b, 3);
+	} else {
+		*last = 0;
+		*rep = 11 + (uint32_t)(b->buf & 127u);
+		kiln_bits_drop(b, 7);
+	}
+	return *rep > total - n ? KILN_INFL_ERR_DATA : KILN_INFL_OK;
+}
+
 /* Reads a dynamic block's header and builds its tables. */
 KILN_HD int kiln_infl_dynamic(kiln_inflate_tables *t, kiln_bits *b)
 {
@@ -336,38 +375,14 @@ KILN_HD int kiln_infl_dynamic(kiln_inflate_tables *t, kiln_bits *b)
 	}
 	if (kiln_infl_build(t->pre, KILN_INFL_PRE_SIZE, KILN_INFL_PRE_BITS, pre, 19, 2) != 0)
 		return KILN_INFL_ERR_DATA;
-	uint32_t n = 0, total = hlit + hdist;
+	uint32_t n = 0, total = hlit + hdist, len = 0;
 	while (n < total) {
-		kiln_bits_refill(b);
-		if (!kiln_bits_ok(b))
-			return KILN_INFL_ERR_TRUNCATED;
-		uint32_t e = kiln_infl_lookup(t->pre, KILN_INFL_PRE_BITS, b);
-		if (KILN_INFL_KIND(e) != KILN_INFL_LIT)
-			return KILN_INFL_ERR_DATA;
-		uint32_t sym = e >> 16;
-		if (sym < 16) {
-			lens[n++] = (uint8_t)sym;
-			continue;
-		}
 		uint32_t rep;
-		uint8_t val = 0;
-		if (sym == 16) {
-			if (n == 0)
-				return KILN_INFL_ERR_DATA;
-			val = lens[n - 1];
-			rep = 3 + (uint32_t)(b->buf & 3u);
-			kiln_bits_drop(b, 2);
-		} else if (sym == 17) {
-			rep = 3 + (uint32_t)(b->buf & 7u);
-			kiln_bits_drop(b, 3);
-		} else {
-			rep = 11 + (uint32_t)(b->buf & 127u);
-			kiln_bits_drop(b, 7);
-		}
-		if (rep > total - n)
-			return KILN_INFL_ERR_DATA;
+		int rc = kiln_infl_len_run(t->pre, b, n, total, &rep, &len);
+		if (rc != KILN_INFL_OK)
+			return rc;
 		while (rep--)
-			lens[n++] = val;
+			lens[n++] = (uint8_t)len;
 	}
 	if (lens[256] == 0)
 		return KILN_INFL_ERR_DATA;

@@ -10,32 +10,16 @@
 #include <string.h>
 
 #include "common/image.h"
-#include "common/png_io.h"
 #include "common/pool.h"
 #include "kernels/astc/astc.h"
 #include "kernels/gpu.h"
-#include "tests/unit/testutil.h"
+#include "tests/gpu/gpu_testutil.h"
 
 static const uint32_t footprints[14][2] = {
 	{4, 4}, {5, 4}, {5, 5}, {6, 5}, {6, 6}, {8, 5}, {8, 6},
 	{8, 8}, {10, 5}, {10, 6}, {10, 8}, {10, 10}, {12, 10}, {12, 12},
 };
 
-static void require_gpu(void)
-{
-	if (kiln_gpu_count() < 1)
-		cr_assert_fail("no usable GPU: the astc_gpu tests must run on a machine with an NVIDIA GPU "
-			       "(kiln_gpu_count() == 0, built with CUDA: %d)", (int)kiln_gpu_built());
-	cr_assert_eq(kiln_gpu_use(0), KILN_OK, "%s", kiln_gpu_last_error());
-}
-
-static uint32_t rng_next(uint32_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 17;
-	*s ^= *s << 5;
-	return *s;
-}
 
 /* A host image whose regions mix what the encoder treats differently: noise, smooth ramps,
  * solid colours (void-extent blocks) and two-colour patterns (2-partition blocks); with
@@ -55,7 +39,7 @@ static host_image host_image_random(uint32_t w, uint32_t h, int with_alpha, uint
 		for (uint32_t x = 0; x < w; x++) {
 			uint32_t region = (x / 5 * 7919u + y / 5 * 104729u + seed) % 5;
 			uint8_t *t = img.px + ((size_t)y * w + x) * 4;
-			uint32_t r = rng_next(&seed);
+			uint32_t r = test_xorshift32(&seed);
 			for (int c = 0; c < 3; c++) {
 				if (region == 0)
 					t[c] = (uint8_t)(r >> (8 * c));
@@ -78,29 +62,12 @@ static host_image host_image_random(uint32_t w, uint32_t h, int with_alpha, uint
 	return img;
 }
 
-static size_t bound_of(const kiln_astc_params *p, const kiln_surface *s)
+/* kiln_astc_bound for the footprint of params (a kiln_astc_params), at least 1. */
+static size_t bound_of(const kiln_surface *s, const void *params)
 {
+	const kiln_astc_params *p = params;
 	size_t b = kiln_astc_bound(s->width, s->height, p->block_w, p->block_h);
 	return b ? b : 1;
-}
-
-static uint8_t **alloc_outputs(const kiln_astc_params *p, const kiln_surface *src, size_t count, int fill)
-{
-	uint8_t **out = calloc(count, sizeof *out);
-	cr_assert_not_null(out);
-	for (size_t i = 0; i < count; i++) {
-		out[i] = malloc(bound_of(p, &src[i]));
-		cr_assert_not_null(out[i]);
-		memset(out[i], fill, bound_of(p, &src[i]));
-	}
-	return out;
-}
-
-static void free_outputs(uint8_t **out, size_t count)
-{
-	for (size_t i = 0; i < count; i++)
-		free(out[i]);
-	free(out);
 }
 
 /* Uploads count host surfaces and encodes them on the GPU in launches of `batch` surfaces,
@@ -123,69 +90,28 @@ static kiln_status gpu_encode(const kiln_astc_params *p, const kiln_surface *src
 		cr_assert_eq(kiln_gpu_malloc(&temps[l], temp_size), KILN_OK);
 	}
 	kiln_stream stream = streams[0]; /* uploads; synchronised before the launches */
-	kiln_surface *ds = calloc(count, sizeof *ds);
-	uint8_t **dpx = calloc(count, sizeof *dpx), **dout = calloc(count, sizeof *dout);
-	uint8_t **dst = calloc(count, sizeof *dst), **row = calloc(count, sizeof *row);
-	cr_assert(ds && dpx && dout && dst && row);
-	for (size_t i = 0; i < count; i++) {
-		ds[i] = src[i];
-		size_t bound = bound_of(p, &src[i]);
-		cr_assert_eq(kiln_gpu_malloc((void **)&dout[i], bound + 16), KILN_OK);
-		cr_assert_eq(kiln_gpu_memset(dout[i], 0x5a, bound + 16, stream), KILN_OK);
-		dst[i] = dst_null && dst_null[i] ? NULL : dout[i] + misalign;
-		if (!src[i].rgba || src[i].width == 0 || src[i].height == 0) {
-			ds[i].rgba = src[i].rgba ? dout[i] : NULL; /* never read */
-			continue;
-		}
-		uint32_t stride = src[i].width * 4 + (uint32_t)misalign;
-		size_t size = (size_t)stride * src[i].height;
-		cr_assert_eq(kiln_gpu_malloc((void **)&dpx[i], size + 1), KILN_OK);
-		row[i] = calloc(size, 1);
-		cr_assert_not_null(row[i]);
-		for (uint32_t y = 0; y < src[i].height; y++)
-			memcpy(row[i] + (size_t)y * stride, src[i].rgba + (size_t)y * src[i].stride, src[i].width * 4);
-		cr_assert_eq(kiln_gpu_h2d(dpx[i] + misalign, row[i], size, stream), KILN_OK);
-		ds[i].rgba = dpx[i] + misalign;
-		ds[i].stride = stride;
-	}
+	gpu_test_surfaces g;
+	gpu_test_surfaces_upload(&g, src, count, bound_of, p, 16, misalign, dst_null, stream);
 	cr_assert_eq(kiln_gpu_stream_sync(stream), KILN_OK, "%s", kiln_gpu_last_error());
 	kiln_status st = KILN_OK;
 	for (size_t l = 0; l < launches && st == KILN_OK; l++) {
 		size_t first = l * batch, n = count - first < batch ? count - first : batch;
-		st = kiln_astc_encode_gpu(p, ds + first, dst + first, n, status + first, temps[l], temp_size,
+		st = kiln_astc_encode_gpu(p, g.dev + first, g.dst + first, n, status + first, temps[l], temp_size,
 					  streams[l]);
 		for (size_t i = first; st == KILN_OK && i < first + n; i++)
-			cr_assert_eq(kiln_gpu_d2h(out[i], dout[i] + misalign, bound_of(p, &src[i]), streams[l]), KILN_OK);
+			cr_assert_eq(kiln_gpu_d2h(out[i], g.out[i] + misalign, bound_of(&src[i], p), streams[l]), KILN_OK);
 	}
 	for (size_t l = 0; l < launches; l++)
 		if (st == KILN_OK)
 			cr_assert_eq(kiln_gpu_stream_sync(streams[l]), KILN_OK, "%s", kiln_gpu_last_error());
 		else
 			kiln_gpu_stream_sync(streams[l]);
-	for (size_t i = 0; i < count; i++) {
-		kiln_gpu_free(dpx[i]);
-		kiln_gpu_free(dout[i]);
-		free(row[i]);
-	}
+	gpu_test_surfaces_free(&g);
 	for (size_t l = 0; l < launches; l++) {
 		kiln_gpu_free(temps[l]);
 		kiln_gpu_stream_destroy(streams[l]);
 	}
-	free(ds);
-	free(dpx);
-	free(dout);
-	free(dst);
-	free(row);
 	return st;
-}
-
-/* Index of the first differing block, or the block count when equal. */
-static size_t first_diff_block(const uint8_t *a, const uint8_t *b, size_t bytes)
-{
-	for (size_t i = 0; i < bytes; i++)
-		if (a[i] != b[i])
-			return i / KILN_ASTC_BLOCK_BYTES;
-	return bytes / KILN_ASTC_BLOCK_BYTES;
 }
 
 static kiln_pool *test_pool(void)
@@ -202,24 +128,24 @@ static void expect_same_bytes(const kiln_astc_params *p, const kiln_surface *src
 {
 	kiln_status *cst = calloc(count, sizeof *cst), *gst = calloc(count, sizeof *gst);
 	cr_assert(cst && gst);
-	uint8_t **cpu = alloc_outputs(p, src, count, 0x11);
+	uint8_t **cpu = gpu_test_outputs(bound_of, p, src, count, 0x11);
 	cr_assert_eq(kiln_astc_encode_cpu(p, src, cpu, count, cst, test_pool()), KILN_OK);
 	for (const size_t *b = batches; *b; b++) {
-		uint8_t **gpu = alloc_outputs(p, src, count, 0x22);
+		uint8_t **gpu = gpu_test_outputs(bound_of, p, src, count, 0x22);
 		cr_assert_eq(gpu_encode(p, src, gpu, count, *b, gst, misalign, NULL), KILN_OK, "%s: %s", what,
 			     kiln_gpu_last_error());
 		for (size_t i = 0; i < count; i++) {
 			cr_expect_eq(gst[i], cst[i], "%s: surface %zu status", what, i);
 			size_t bound = kiln_astc_bound(src[i].width, src[i].height, p->block_w, p->block_h);
-			size_t first = first_diff_block(cpu[i], gpu[i], bound);
+			size_t first = gpu_test_first_diff(cpu[i], gpu[i], bound) / KILN_ASTC_BLOCK_BYTES;
 			cr_expect_eq(first, bound / KILN_ASTC_BLOCK_BYTES,
 				     "%s %ux%u quality %d srgb %d batch %zu: surface %zu (%ux%u alpha %u) differs "
 				     "from block %zu on", what, p->block_w, p->block_h, (int)p->quality, p->srgb, *b,
 				     i, src[i].width, src[i].height, src[i].has_alpha, first);
 		}
-		free_outputs(gpu, count);
+		gpu_test_outputs_free(gpu, count);
 	}
-	free_outputs(cpu, count);
+	gpu_test_outputs_free(cpu, count);
 	free(cst);
 	free(gst);
 }
@@ -237,8 +163,8 @@ static void random_set(host_image *img, kiln_surface *src, uint32_t scale, uint3
 			w = fixed[i][0];
 			h = fixed[i][1];
 		} else {
-			w = 1 + rng_next(&seed) % scale;
-			h = 1 + rng_next(&seed) % scale;
+			w = 1 + test_xorshift32(&seed) % scale;
+			h = 1 + test_xorshift32(&seed) % scale;
 		}
 		img[i] = host_image_random(w, h, i % 2, (uint32_t)i * 977 + seed);
 		src[i] = img[i].s;
@@ -249,7 +175,7 @@ static void random_set(host_image *img, kiln_surface *src, uint32_t scale, uint3
  * that each footprint sees both colour spaces. */
 static void random_every_footprint(const size_t *batches, size_t count, uint32_t seed)
 {
-	require_gpu();
+	gpu_test_require_device0("astc_gpu");
 	for (int f = 0; f < 14; f++) {
 		uint32_t area = footprints[f][0] * footprints[f][1];
 		host_image img[NRANDOM];
@@ -289,7 +215,7 @@ Test(astc_gpu, every_footprint_batch_32, .timeout = 300)
 
 Test(astc_gpu, unaligned_pixels_and_outputs, .timeout = 120)
 {
-	require_gpu();
+	gpu_test_require_device0("astc_gpu");
 	host_image img[NRANDOM];
 	kiln_surface src[NRANDOM];
 	random_set(img, src, 40, 5);
@@ -309,7 +235,7 @@ Test(astc_gpu, unaligned_pixels_and_outputs, .timeout = 120)
 
 Test(astc_gpu, more_surfaces_than_one_upload_chunk, .timeout = 120)
 {
-	require_gpu();
+	gpu_test_require_device0("astc_gpu");
 	enum { N = 150 };
 	host_image img[N];
 	kiln_surface src[N];
@@ -330,20 +256,14 @@ Test(astc_gpu, more_surfaces_than_one_upload_chunk, .timeout = 120)
  * 96x96 crops at high. */
 Test(astc_gpu, kodak_matches_cpu, .timeout = 300)
 {
-	require_gpu();
+	gpu_test_require_device0("astc_gpu");
 	enum { N = 3 };
 	static const int which[N] = {1, 13, 23};
 	kiln_image img[N];
 	kiln_surface src[N], crop[N];
 	for (int i = 0; i < N; i++) {
-		char name[32], path[512], err[256] = "";
-		snprintf(name, sizeof name, "kodim%02d.png", which[i]);
-		test_data_path(path, sizeof path, "kodak", name);
-		cr_assert_eq(kiln_png_read_file(path, NULL, &img[i], err, sizeof err), KILN_OK, "%s: %s", path, err);
-		kiln_surface s = {img[i].pixels, img[i].width, img[i].height, (uint32_t)img[i].stride,
-				  img[i].has_alpha};
-		src[i] = s;
-		crop[i] = s;
+		src[i] = gpu_test_read_kodak(which[i], &img[i]);
+		crop[i] = src[i];
 		crop[i].rgba = img[i].pixels + 200 * img[i].stride + 300 * 4;
 		crop[i].width = 96;
 		crop[i].height = 96;
@@ -373,24 +293,21 @@ Test(astc_gpu, kodak_matches_cpu, .timeout = 300)
 
 Test(astc_gpu, a_bad_surface_fails_alone)
 {
-	require_gpu();
-	enum { N = 6 };
+	gpu_test_require_device0("astc_gpu");
+	enum { N = GPU_TEST_BAD_BATCH };
 	host_image good[3];
 	for (int i = 0; i < 3; i++)
 		good[i] = host_image_random(9 + 4 * (uint32_t)i, 6 + (uint32_t)i, i == 1, (uint32_t)i + 7);
-	kiln_surface src[N] = {good[0].s, good[0].s, good[1].s, good[1].s, good[2].s, good[2].s};
-	src[1].rgba = NULL; /* no pixels */
-	src[3].width = 0;   /* 0 x 0 */
-	src[3].height = 0;
-	int dst_null[N] = {0, 0, 0, 0, 0, 1};
-	static const kiln_status expect[N] = {KILN_OK, KILN_ERR_INVALID_ARG, KILN_OK, KILN_ERR_INVALID_ARG,
-					      KILN_OK, KILN_ERR_INVALID_ARG};
+	kiln_surface src[N];
+	int dst_null[N];
+	kiln_status expect[N];
+	gpu_test_bad_batch(good[0].s, good[1].s, good[2].s, src, dst_null, expect);
 	kiln_astc_params p;
 	kiln_astc_params_default(&p);
 	p.block_w = 5;
 	p.block_h = 4;
 	kiln_status gst[N];
-	uint8_t **gpu = alloc_outputs(&p, src, N, 0), **cpu = alloc_outputs(&p, src, N, 0);
+	uint8_t **gpu = gpu_test_outputs(bound_of, &p, src, N, 0), **cpu = gpu_test_outputs(bound_of, &p, src, N, 0);
 	cr_assert_eq(gpu_encode(&p, src, gpu, N, N, gst, 0, dst_null), KILN_OK, "%s", kiln_gpu_last_error());
 	for (int i = 0; i < N; i++) {
 		cr_expect_eq(gst[i], expect[i], "surface %d", i);
@@ -404,8 +321,8 @@ Test(astc_gpu, a_bad_surface_fails_alone)
 	/* the refused surface with pixels was not written: its buffer keeps the fill */
 	for (size_t b = 0; b < kiln_astc_bound(src[1].width, src[1].height, 5, 4); b++)
 		cr_expect_eq(gpu[1][b], 0x5a, "surface 1 byte %zu", b);
-	free_outputs(gpu, N);
-	free_outputs(cpu, N);
+	gpu_test_outputs_free(gpu, N);
+	gpu_test_outputs_free(cpu, N);
 	for (int i = 0; i < 3; i++)
 		free(good[i].px);
 }
@@ -414,7 +331,7 @@ Test(astc_gpu, a_bad_surface_fails_alone)
  * error) loses them, and the next call must put them back. */
 Test(astc_gpu, tables_survive_a_device_reset, .timeout = 120)
 {
-	require_gpu();
+	gpu_test_require_device0("astc_gpu");
 	host_image img = host_image_random(37, 29, 1, 3);
 	kiln_astc_params p;
 	kiln_astc_params_default(&p);
@@ -429,7 +346,7 @@ Test(astc_gpu, tables_survive_a_device_reset, .timeout = 120)
 
 Test(astc_gpu, refuses_what_it_cannot_run)
 {
-	require_gpu();
+	gpu_test_require_device0("astc_gpu");
 	host_image img = host_image_random(8, 8, 0, 1);
 	kiln_astc_params p;
 	kiln_astc_params_default(&p);

@@ -8,28 +8,17 @@
 #include <string.h>
 
 #include "common/image.h"
-#include "common/png_io.h"
 #include "common/pool.h"
 #include "kernels/bc1/bc1.h"
 #include "kernels/gpu.h"
-#include "tests/unit/testutil.h"
+#include "tests/gpu/gpu_testutil.h"
 
 static const kiln_quality qualities[3] = {KILN_QUALITY_FAST, KILN_QUALITY_MEDIUM, KILN_QUALITY_HIGH};
 
-static void require_gpu(void)
+/* The gpu_test_bound_fn of BC1: no parameter changes the size of its output. */
+static size_t bc1_bound(const kiln_surface *s, const void *params)
 {
-	if (kiln_gpu_count() < 1)
-		cr_assert_fail("no usable GPU: the bc1_gpu tests must run on a machine with an NVIDIA GPU "
-			       "(kiln_gpu_count() == 0, built with CUDA: %d)", (int)kiln_gpu_built());
-	cr_assert_eq(kiln_gpu_use(0), KILN_OK, "%s", kiln_gpu_last_error());
-}
-
-static uint32_t rng_next(uint32_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 17;
-	*s ^= *s << 5;
-	return *s;
+	return kiln_bc1_bound(s->width, s->height);
 }
 
 /* A host image whose 4x4 regions mix what the encoder treats differently: noise, smooth
@@ -49,7 +38,7 @@ static host_image host_image_random(uint32_t w, uint32_t h, int with_alpha, uint
 		for (uint32_t x = 0; x < w; x++) {
 			uint32_t region = (x / 4 * 7919u + y / 4 * 104729u + seed) % 5;
 			uint8_t *t = img.px + ((size_t)y * w + x) * 4;
-			uint32_t r = rng_next(&seed);
+			uint32_t r = test_xorshift32(&seed);
 			for (int c = 0; c < 3; c++) {
 				if (region == 0)
 					t[c] = (uint8_t)(r >> (8 * c));
@@ -88,77 +77,23 @@ static kiln_status gpu_encode(const kiln_bc1_params *p, const kiln_surface *src,
 {
 	kiln_stream stream;
 	cr_assert_eq(kiln_gpu_stream_create(&stream), KILN_OK, "%s", kiln_gpu_last_error());
-	kiln_surface *ds = calloc(count, sizeof *ds);
-	uint8_t **dpx = calloc(count, sizeof *dpx), **dout = calloc(count, sizeof *dout);
-	uint8_t **dst = calloc(count, sizeof *dst);
-	uint8_t **row = calloc(count, sizeof *row);
-	cr_assert(ds && dpx && dout && dst && row);
-	for (size_t i = 0; i < count; i++) {
-		ds[i] = src[i];
-		size_t bound = kiln_bc1_bound(src[i].width, src[i].height);
-		cr_assert_eq(kiln_gpu_malloc((void **)&dout[i], bound + 8), KILN_OK);
-		cr_assert_eq(kiln_gpu_memset(dout[i], 0x5a, bound + 8, stream), KILN_OK);
-		dst[i] = dst_null && dst_null[i] ? NULL : dout[i] + misalign;
-		if (!src[i].rgba || src[i].width == 0 || src[i].height == 0) {
-			ds[i].rgba = src[i].rgba ? dout[i] : NULL; /* never read */
-			continue;
-		}
-		uint32_t stride = src[i].width * 4 + (uint32_t)misalign;
-		size_t size = (size_t)stride * src[i].height;
-		cr_assert_eq(kiln_gpu_malloc((void **)&dpx[i], size + 1), KILN_OK);
-		/* rows repacked at the device stride on the host first */
-		row[i] = calloc(size, 1);
-		cr_assert_not_null(row[i]);
-		for (uint32_t y = 0; y < src[i].height; y++)
-			memcpy(row[i] + (size_t)y * stride, src[i].rgba + (size_t)y * src[i].stride, src[i].width * 4);
-		cr_assert_eq(kiln_gpu_h2d(dpx[i] + misalign, row[i], size, stream), KILN_OK);
-		ds[i].rgba = dpx[i] + misalign;
-		ds[i].stride = stride;
-	}
+	gpu_test_surfaces g;
+	gpu_test_surfaces_upload(&g, src, count, bc1_bound, p, 8, misalign, dst_null, stream);
 	void *temp;
 	size_t temp_size = kiln_bc1_temp_size(count);
 	cr_assert_eq(kiln_gpu_malloc(&temp, temp_size), KILN_OK);
-	kiln_status st = kiln_bc1_encode_gpu(p, ds, dst, count, status, temp, temp_size, stream);
+	kiln_status st = kiln_bc1_encode_gpu(p, g.dev, g.dst, count, status, temp, temp_size, stream);
 	if (st == KILN_OK) {
 		for (size_t i = 0; i < count; i++)
-			cr_assert_eq(kiln_gpu_d2h(out[i], dout[i] + misalign, kiln_bc1_bound(src[i].width, src[i].height),
+			cr_assert_eq(kiln_gpu_d2h(out[i], g.out[i] + misalign, kiln_bc1_bound(src[i].width, src[i].height),
 						  stream), KILN_OK);
 		cr_assert_eq(kiln_gpu_stream_sync(stream), KILN_OK, "%s", kiln_gpu_last_error());
 	}
 	kiln_gpu_stream_sync(stream);
-	for (size_t i = 0; i < count; i++) {
-		kiln_gpu_free(dpx[i]);
-		kiln_gpu_free(dout[i]);
-		free(row[i]);
-	}
+	gpu_test_surfaces_free(&g);
 	kiln_gpu_free(temp);
 	kiln_gpu_stream_destroy(stream);
-	free(ds);
-	free(dpx);
-	free(dout);
-	free(dst);
-	free(row);
 	return st;
-}
-
-static uint8_t **alloc_outputs(const kiln_surface *src, size_t count, int fill)
-{
-	uint8_t **out = calloc(count, sizeof *out);
-	cr_assert_not_null(out);
-	for (size_t i = 0; i < count; i++) {
-		size_t bound = kiln_bc1_bound(src[i].width, src[i].height);
-		out[i] = malloc(bound ? bound : 1);
-		cr_assert_not_null(out[i]);
-		memset(out[i], fill, bound);
-	}
-	return out;
-}
-
-static void free_outputs(uint8_t **out, size_t count)
-{
-	for (size_t i = 0; i < count; i++)
-		free(out[i]);
-	free(out);
 }
 
 /* Expects the GPU, run in batches of `batch` surfaces, to write the CPU's bytes. */
@@ -166,7 +101,8 @@ static void expect_same_bytes(const kiln_bc1_params *p, const kiln_surface *src,
 			      int misalign, const char *what)
 {
 	kiln_status *cst = calloc(count, sizeof *cst), *gst = calloc(count, sizeof *gst);
-	uint8_t **cpu = alloc_outputs(src, count, 0x11), **gpu = alloc_outputs(src, count, 0x22);
+	uint8_t **cpu = gpu_test_outputs(bc1_bound, p, src, count, 0x11);
+	uint8_t **gpu = gpu_test_outputs(bc1_bound, p, src, count, 0x22);
 	cr_assert(cst && gst);
 	cpu_encode(p, src, cpu, count, cst);
 	for (size_t start = 0; start < count; start += batch) {
@@ -177,16 +113,13 @@ static void expect_same_bytes(const kiln_bc1_params *p, const kiln_surface *src,
 	for (size_t i = 0; i < count; i++) {
 		cr_expect_eq(gst[i], cst[i], "%s: surface %zu status", what, i);
 		size_t bound = kiln_bc1_bound(src[i].width, src[i].height);
-		size_t first = bound;
-		for (size_t b = 0; b < bound && first == bound; b++)
-			if (cpu[i][b] != gpu[i][b])
-				first = b;
+		size_t first = gpu_test_first_diff(cpu[i], gpu[i], bound);
 		cr_expect_eq(first, bound, "%s quality %d batch %zu: surface %zu (%ux%u alpha %u) differs from "
 			     "block %zu on", what, (int)p->quality, batch, i, src[i].width, src[i].height,
 			     src[i].has_alpha, first / 8);
 	}
-	free_outputs(cpu, count);
-	free_outputs(gpu, count);
+	gpu_test_outputs_free(cpu, count);
+	gpu_test_outputs_free(gpu, count);
 	free(cst);
 	free(gst);
 }
@@ -215,8 +148,8 @@ static void random_set(host_image *img, kiln_surface *src)
 			w = fixed[i][0];
 			h = fixed[i][1];
 		} else {
-			w = 1 + rng_next(&seed) % 160;
-			h = 1 + rng_next(&seed) % 120;
+			w = 1 + test_xorshift32(&seed) % 160;
+			h = 1 + test_xorshift32(&seed) % 120;
 		}
 		img[i] = host_image_random(w, h, i % 2, (uint32_t)i * 977 + 3);
 		src[i] = img[i].s;
@@ -225,7 +158,7 @@ static void random_set(host_image *img, kiln_surface *src)
 
 static void random_images_in_batches_of(size_t batch)
 {
-	require_gpu();
+	gpu_test_require_device0("bc1_gpu");
 	host_image img[NRANDOM];
 	kiln_surface src[NRANDOM];
 	random_set(img, src);
@@ -251,7 +184,7 @@ Test(bc1_gpu, random_images_batch_32)
 
 Test(bc1_gpu, unaligned_pixels_and_outputs)
 {
-	require_gpu();
+	gpu_test_require_device0("bc1_gpu");
 	host_image img[NRANDOM];
 	kiln_surface src[NRANDOM];
 	random_set(img, src);
@@ -262,7 +195,7 @@ Test(bc1_gpu, unaligned_pixels_and_outputs)
 
 Test(bc1_gpu, alpha_cutoffs)
 {
-	require_gpu();
+	gpu_test_require_device0("bc1_gpu");
 	host_image img[4];
 	kiln_surface src[4];
 	for (int i = 0; i < 4; i++) {
@@ -284,7 +217,7 @@ Test(bc1_gpu, alpha_cutoffs)
 
 Test(bc1_gpu, more_surfaces_than_one_upload_chunk)
 {
-	require_gpu();
+	gpu_test_require_device0("bc1_gpu");
 	enum { N = 150 };
 	host_image img[N];
 	kiln_surface src[N];
@@ -302,19 +235,12 @@ Test(bc1_gpu, more_surfaces_than_one_upload_chunk)
 
 Test(bc1_gpu, kodak_matches_cpu)
 {
-	require_gpu();
+	gpu_test_require_device0("bc1_gpu");
 	enum { N = 24 };
 	kiln_image img[N];
 	kiln_surface src[N];
-	for (int i = 0; i < N; i++) {
-		char name[32], path[512], err[256] = "";
-		snprintf(name, sizeof name, "kodim%02d.png", i + 1);
-		test_data_path(path, sizeof path, "kodak", name);
-		cr_assert_eq(kiln_png_read_file(path, NULL, &img[i], err, sizeof err), KILN_OK, "%s: %s", path, err);
-		kiln_surface s = {img[i].pixels, img[i].width, img[i].height, (uint32_t)img[i].stride,
-				  img[i].has_alpha};
-		src[i] = s;
-	}
+	for (int i = 0; i < N; i++)
+		src[i] = gpu_test_read_kodak(i + 1, &img[i]);
 	expect_same_bytes_each_quality(src, N, N, 0, "kodak");
 	for (int i = 0; i < N; i++)
 		kiln_image_free(&img[i]);
@@ -322,24 +248,21 @@ Test(bc1_gpu, kodak_matches_cpu)
 
 Test(bc1_gpu, a_bad_surface_fails_alone)
 {
-	require_gpu();
-	enum { N = 6 };
+	gpu_test_require_device0("bc1_gpu");
+	enum { N = GPU_TEST_BAD_BATCH };
 	host_image good[3];
 	for (int i = 0; i < 3; i++)
 		good[i] = host_image_random(9 + 4 * (uint32_t)i, 6 + (uint32_t)i, i == 1, (uint32_t)i + 7);
-	kiln_surface src[N] = {good[0].s, good[0].s, good[1].s, good[1].s, good[2].s, good[2].s};
-	src[1].rgba = NULL; /* no pixels */
-	src[3].width = 0;   /* 0 x 0 */
-	src[3].height = 0;
-	int dst_null[N] = {0, 0, 0, 0, 0, 1};
-	static const kiln_status expect[N] = {KILN_OK, KILN_ERR_INVALID_ARG, KILN_OK, KILN_ERR_INVALID_ARG,
-					      KILN_OK, KILN_ERR_INVALID_ARG};
+	kiln_surface src[N];
+	int dst_null[N];
+	kiln_status expect[N];
+	gpu_test_bad_batch(good[0].s, good[1].s, good[2].s, src, dst_null, expect);
 	for (int q = 0; q < 3; q++) {
 		kiln_bc1_params p;
 		kiln_bc1_params_default(&p);
 		p.quality = qualities[q];
 		kiln_status gst[N];
-		uint8_t **gpu = alloc_outputs(src, N, 0), **cpu = alloc_outputs(src, N, 0);
+		uint8_t **gpu = gpu_test_outputs(bc1_bound, &p, src, N, 0), **cpu = gpu_test_outputs(bc1_bound, &p, src, N, 0);
 		cr_assert_eq(gpu_encode(&p, src, gpu, N, gst, 0, dst_null), KILN_OK, "%s", kiln_gpu_last_error());
 		for (int i = 0; i < N; i++) {
 			cr_expect_eq(gst[i], expect[i], "quality %d surface %d", q, i);
@@ -353,8 +276,8 @@ Test(bc1_gpu, a_bad_surface_fails_alone)
 		/* the refused surface with pixels was not written: its buffer keeps the fill */
 		for (size_t b = 0; b < kiln_bc1_bound(src[1].width, src[1].height); b++)
 			cr_expect_eq(gpu[1][b], 0x5a, "surface 1 byte %zu", b);
-		free_outputs(gpu, N);
-		free_outputs(cpu, N);
+		gpu_test_outputs_free(gpu, N);
+		gpu_test_outputs_free(cpu, N);
 	}
 	for (int i = 0; i < 3; i++)
 		free(good[i].px);
@@ -362,7 +285,7 @@ Test(bc1_gpu, a_bad_surface_fails_alone)
 
 Test(bc1_gpu, refuses_what_it_cannot_run)
 {
-	require_gpu();
+	gpu_test_require_device0("bc1_gpu");
 	host_image img = host_image_random(8, 8, 0, 1);
 	kiln_bc1_params p;
 	kiln_bc1_params_default(&p);

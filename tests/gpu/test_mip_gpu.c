@@ -11,14 +11,8 @@
 #include "common/texture.h"
 #include "kernels/gpu.h"
 #include "kernels/mip/mip.h"
+#include "tests/gpu/gpu_testutil.h"
 #include "tests/unit/mip_chains.h"
-
-static void require_gpu(void)
-{
-	if (kiln_gpu_count() < 1)
-		cr_assert_fail("no usable GPU: the mip_gpu tests must run on a machine with an NVIDIA GPU");
-	cr_assert_eq(kiln_gpu_use(0), KILN_OK, "%s", kiln_gpu_last_error());
-}
 
 /* A chain's levels in device memory: one allocation, levels at offsets, same strides as
  * the host chain it mirrors. */
@@ -64,7 +58,7 @@ typedef struct spec {
  * expects the same bytes at every level. */
 static void expect_gpu_equals_cpu(const spec *specs, size_t n, uint32_t seed)
 {
-	require_gpu();
+	gpu_test_require_device0("mip_gpu");
 	test_chain *cpu = calloc(n, sizeof *cpu), *gpu = calloc(n, sizeof *gpu);
 	dev_chain *dev = calloc(n, sizeof *dev);
 	kiln_mip_chain *cpu_chains = calloc(n, sizeof *cpu_chains), *dev_chains = calloc(n, sizeof *dev_chains);
@@ -166,7 +160,7 @@ Test(mip_gpu, batch_of_32)
 
 Test(mip_gpu, refuses_what_the_cpu_refuses)
 {
-	require_gpu();
+	gpu_test_require_device0("mip_gpu");
 	test_chain tc;
 	cr_assert(test_chain_alloc(&tc, 9, 6, 0, true));
 	dev_chain d;

@@ -3,7 +3,6 @@
  * non-interlaced PngSuite files and kiSt files built here (zlib, Z_FULL_FLUSH at strip
  * boundaries), at batch sizes 1, 7 and 32; damaged files in a batch fail alone. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -13,26 +12,11 @@
 #include "common/png_io.h"
 #include "kernels/gpu.h"
 #include "kernels/png/png_dec.h"
-#include "tests/unit/testutil.h"
+#include "tests/gpu/gpu_testutil.h"
+#include "tests/pngsuite.h"
 /* every append of the hand-built files checked */
 #define PNG_TEST_CHECK(expr) cr_assert_eq((expr), KILN_OK)
 #include "tests/png_testutil.h"
-
-static void require_gpu(void)
-{
-	if (kiln_gpu_count() < 1)
-		cr_assert_fail("no usable GPU: the png_dec_gpu tests must run on a machine with an NVIDIA "
-			       "GPU (built with CUDA: %d)", (int)kiln_gpu_built());
-	cr_assert_eq(kiln_gpu_use(0), KILN_OK, "%s", kiln_gpu_last_error());
-}
-
-static kiln_buf load_path(const char *path)
-{
-	kiln_buf b;
-	kiln_buf_init(&b, (size_t)64 << 20);
-	cr_assert_eq(kiln_buf_read_file(&b, path), KILN_OK, "cannot read %s", path);
-	return b;
-}
 
 /* Decodes files[0, n) on the GPU in one batch; expect[i]: 1 must decode (and match the
  * CPU path and libpng), 0 must fail on the device (status not OK). */
@@ -100,11 +84,8 @@ static kiln_buf kodak_kist[24];
 static void load_kodak(void)
 {
 	char path[512];
-	for (int i = 0; i < 24; i++) {
-		char name[32];
-		snprintf(name, sizeof name, "kodim%02d.png", i + 1);
-		kodak[i] = load_path(test_data_path(path, sizeof path, "kodak", name));
-	}
+	for (int i = 0; i < 24; i++)
+		kodak[i] = gpu_test_load(test_kodak_path(path, sizeof path, i + 1));
 }
 
 static void make_kodak_kist(void)
@@ -118,49 +99,45 @@ static void make_kodak_kist(void)
 	}
 }
 
-TestSuite(png_dec_gpu, .timeout = 300);
-
-Test(png_dec_gpu, kodak_batches)
+/* set[0, 24) decoded in batches of 1, 7 and 32: batch k takes every step-th file from
+ * file k on, so each size mixes different files. */
+static void batches_1_7_32(kiln_buf *set, size_t step, const char *label)
 {
-	require_gpu();
-	load_kodak();
 	static const size_t sizes[] = {1, 7, 32};
 	for (int k = 0; k < 3; k++) {
 		kiln_buf *files[32];
 		int expect[32];
 		for (size_t i = 0; i < sizes[k]; i++) {
-			files[i] = &kodak[(i * 5 + (size_t)k) % 24];
+			files[i] = &set[(i * step + (size_t)k) % 24];
 			expect[i] = 1;
 		}
 		char what[32];
-		snprintf(what, sizeof what, "Kodak batch %zu", sizes[k]);
+		snprintf(what, sizeof what, "%s batch %zu", label, sizes[k]);
 		gpu_batch(files, sizes[k], expect, what);
 	}
+}
+
+TestSuite(png_dec_gpu, .timeout = 300);
+
+Test(png_dec_gpu, kodak_batches)
+{
+	gpu_test_require_device0("png_dec_gpu");
+	load_kodak();
+	batches_1_7_32(kodak, 5, "Kodak");
 	for (int i = 0; i < 24; i++)
 		kiln_buf_free(&kodak[i]);
 }
 
 Test(png_dec_gpu, kist_batches)
 {
-	require_gpu();
+	gpu_test_require_device0("png_dec_gpu");
 	load_kodak();
 	make_kodak_kist();
 	kiln_pngdec_info info;
 	char err[256];
 	cr_assert_eq(kiln_pngdec_probe(kodak_kist[0].data, kodak_kist[0].len, NULL, &info, err, sizeof err), KILN_OK);
 	cr_assert_gt(info.strips, 1, "the kiSt chunk is used");
-	static const size_t sizes[] = {1, 7, 32};
-	for (int k = 0; k < 3; k++) {
-		kiln_buf *files[32];
-		int expect[32];
-		for (size_t i = 0; i < sizes[k]; i++) {
-			files[i] = &kodak_kist[(i * 7 + (size_t)k) % 24];
-			expect[i] = 1;
-		}
-		char what[32];
-		snprintf(what, sizeof what, "kiSt batch %zu", sizes[k]);
-		gpu_batch(files, sizes[k], expect, what);
-	}
+	batches_1_7_32(kodak_kist, 7, "kiSt");
 	for (int i = 0; i < 24; i++) {
 		kiln_buf_free(&kodak[i]);
 		kiln_buf_free(&kodak_kist[i]);
@@ -169,23 +146,16 @@ Test(png_dec_gpu, kist_batches)
 
 Test(png_dec_gpu, pngsuite)
 {
-	require_gpu();
-	char dir[512];
-	snprintf(dir, sizeof dir, "%s/pngsuite", test_data_dir());
-	DIR *d = opendir(dir);
-	cr_assert(d);
+	gpu_test_require_device0("png_dec_gpu");
+	static pngsuite_list suite;
+	pngsuite_list_files(&suite, PNGSUITE_VALID);
 	kiln_buf bufs[200];
 	kiln_buf *files[200];
 	int expect[200];
 	size_t n = 0, unsupported = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL && n < 200) {
-		size_t len = strlen(e->d_name);
-		if (len < 4 || strcmp(e->d_name + len - 4, ".png") != 0 || e->d_name[0] == 'x')
-			continue;
+	for (size_t f = 0; f < suite.n && n < 200; f++) {
 		char path[1024];
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-		kiln_buf b = load_path(path);
+		kiln_buf b = gpu_test_load(pngsuite_path(path, sizeof path, suite.names[f]));
 		kiln_pngdec_info info;
 		char err[256];
 		if (kiln_pngdec_probe(b.data, b.len, NULL, &info, err, sizeof err) != KILN_OK || !info.gpu_ok) {
@@ -198,7 +168,6 @@ Test(png_dec_gpu, pngsuite)
 		expect[n] = 1;
 		n++;
 	}
-	closedir(d);
 	cr_assert_gt(n, 40, "%zu 8-bit non-interlaced PngSuite files", n);
 	/* batches of up to 32 */
 	for (size_t i = 0; i < n; i += 32)
@@ -211,7 +180,7 @@ Test(png_dec_gpu, pngsuite)
  * device, alone. */
 Test(png_dec_gpu, bad_files_fail_alone)
 {
-	require_gpu();
+	gpu_test_require_device0("png_dec_gpu");
 	load_kodak();
 	make_kodak_kist();
 	kiln_buf bad[4];

@@ -13,25 +13,9 @@
 #include "common/pool.h"
 #include "kernels/gpu.h"
 #include "kernels/png/png_enc.h"
-#include "tests/unit/testutil.h"
+#include "tests/gpu/gpu_testutil.h"
 #include "tests/png_libpng_read.h"
 #include "common/buf.h"
-
-static void require_gpu(void)
-{
-	if (kiln_gpu_count() < 1)
-		cr_assert_fail("no usable GPU: the png_enc_gpu tests must run on a machine with an NVIDIA GPU "
-			       "(kiln_gpu_count() == 0, built with CUDA: %d)", (int)kiln_gpu_built());
-	cr_assert_eq(kiln_gpu_use(0), KILN_OK, "%s", kiln_gpu_last_error());
-}
-
-static uint32_t rng(uint32_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 17;
-	*s ^= *s << 5;
-	return *s;
-}
 
 static uint32_t channels(int ct)
 {
@@ -57,7 +41,7 @@ static void make_random(himg *h, uint32_t w, uint32_t ht, int ct, int depth, int
 	for (uint32_t y = 0; y < ht; y++)
 		for (size_t i = 0; i < stride; i++) {
 			uint32_t region = (uint32_t)((i / 16 + y / 8 + seed) % 4);
-			uint32_t r = rng(&seed);
+			uint32_t r = test_xorshift32(&seed);
 			h->px[y * stride + i] = region == 0 ? (uint8_t)r : region == 1 ? (uint8_t)(i * 3 + y * 5)
 					      : region == 2 ? (uint8_t)(seed & 0x0F) : (uint8_t)((r & 3) * 40);
 		}
@@ -82,12 +66,8 @@ static void make_random(himg *h, uint32_t w, uint32_t ht, int ct, int depth, int
 /* Kodak image k as raw RGB8 rows through libpng. */
 static void load_kodak(int k, himg *h)
 {
-	char name[32], path[512];
-	snprintf(name, sizeof name, "kodim%02d.png", k);
-	test_data_path(path, sizeof path, "kodak", name);
-	kiln_buf f;
-	kiln_buf_init(&f, (size_t)64 << 20);
-	cr_assert_eq(kiln_buf_read_file(&f, path), KILN_OK, "cannot read %s", path);
+	char path[512];
+	kiln_buf f = gpu_test_load(test_kodak_path(path, sizeof path, k));
 	png_test_raw r;
 	png_test_read_raw(f.data, f.len, &r, path);
 	kiln_buf_free(&f);
@@ -190,7 +170,7 @@ static const int kinds[][2] = {{0, 1}, {0, 2}, {0, 4}, {0, 8}, {0, 16}, {2, 8}, 
 
 Test(png_enc_gpu, kodak_batch_of_32_matches_cpu_at_every_quality, .timeout = 240)
 {
-	require_gpu();
+	gpu_test_require_device0("png_enc_gpu");
 	static himg k[24];
 	himg *batch[32];
 	for (int i = 0; i < 24; i++)
@@ -213,12 +193,12 @@ Test(png_enc_gpu, kodak_batch_of_32_matches_cpu_at_every_quality, .timeout = 240
 
 Test(png_enc_gpu, random_images_of_every_kind_in_batches_of_1_and_7, .timeout = 120)
 {
-	require_gpu();
+	gpu_test_require_device0("png_enc_gpu");
 	static himg imgs[NKINDS + 2];
 	himg *all[NKINDS + 2];
 	uint32_t seed = 2024;
 	for (size_t k = 0; k < NKINDS; k++) {
-		uint32_t w = 1 + rng(&seed) % 300, h = 1 + rng(&seed) % 120;
+		uint32_t w = 1 + test_xorshift32(&seed) % 300, h = 1 + test_xorshift32(&seed) % 120;
 		make_random(&imgs[k], w, h, kinds[k][0], kinds[k][1], 0, 500u + (uint32_t)k);
 		all[k] = &imgs[k];
 	}
@@ -245,7 +225,7 @@ Test(png_enc_gpu, random_images_of_every_kind_in_batches_of_1_and_7, .timeout = 
 
 Test(png_enc_gpu, refused_image_in_batch_gets_its_own_status, .timeout = 60)
 {
-	require_gpu();
+	gpu_test_require_device0("png_enc_gpu");
 	static himg a, b, c;
 	make_random(&a, 120, 50, 2, 8, 0, 1);
 	make_random(&b, 33, 20, 0, 8, 0, 2);

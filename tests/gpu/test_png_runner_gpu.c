@@ -3,7 +3,6 @@
  * backend, in one batch and in batches of 7, with a failing image alone; `kiln encode
  * --format png` and `kiln run --format png` (the worker) on the GPU write the CPU's files. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,19 +11,10 @@
 #include "kernels/gpu.h"
 #include "kernels/png/png_runner.h"
 #include "kernels/png/png_transcode.h"
+#include "tests/gpu/gpu_testutil.h"
+#include "tests/pngsuite.h"
 
 #define MAX_FILES 256
-
-static const char *shared_dir(void)
-{
-	return getenv("KILN_SHARED") ? getenv("KILN_SHARED") : "../shared/data";
-}
-
-static void require_gpu(void)
-{
-	if (kiln_gpu_count() < 1)
-		cr_assert_fail("no usable GPU: make test-gpu must run on a machine with an NVIDIA GPU");
-}
 
 static kiln_buf files[MAX_FILES];
 static kiln_png_source srcs[MAX_FILES];
@@ -34,8 +24,7 @@ static size_t nfiles;
 static void add_file(const char *path, const kiln_png_transcode_opts *opts)
 {
 	cr_assert_lt(nfiles, MAX_FILES);
-	kiln_buf_init(&files[nfiles], (size_t)1 << 28);
-	cr_assert_eq(kiln_buf_read_file(&files[nfiles], path), KILN_OK, "%s", path);
+	files[nfiles] = gpu_test_load(path);
 	char err[256];
 	cr_assert_eq(kiln_png_source_read(files[nfiles].data, files[nfiles].len, NULL, opts, NULL, &srcs[nfiles], err,
 					  sizeof err),
@@ -47,23 +36,13 @@ static void add_file(const char *path, const kiln_png_transcode_opts *opts)
 static void load_sources(const kiln_png_transcode_opts *opts)
 {
 	nfiles = 0;
-	char dir[512], path[1024];
-	snprintf(dir, sizeof dir, "%s/pngsuite", shared_dir());
-	DIR *d = opendir(dir);
-	cr_assert_not_null(d, "no PngSuite at %s", dir);
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		size_t len = strlen(e->d_name);
-		if (len < 5 || strcmp(e->d_name + len - 4, ".png") != 0 || e->d_name[0] == 'x')
-			continue;
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-		add_file(path, opts);
-	}
-	closedir(d);
-	for (int k = 1; k <= 8; k++) {
-		snprintf(path, sizeof path, "%s/kodak/kodim%02d.png", shared_dir(), k);
-		add_file(path, opts);
-	}
+	static pngsuite_list suite;
+	char path[1024];
+	pngsuite_list_files(&suite, PNGSUITE_VALID);
+	for (size_t i = 0; i < suite.n; i++)
+		add_file(pngsuite_path(path, sizeof path, suite.names[i]), opts);
+	for (int k = 1; k <= 8; k++)
+		add_file(test_kodak_path(path, sizeof path, k), opts);
 }
 
 static void free_sources(void)
@@ -89,7 +68,7 @@ static void encode_all(kiln_pngenc_runner *r, const kiln_png_transcode_opts *opt
 
 Test(png_runner_gpu, pngsuite_and_kodak_match_the_cpu_in_any_batch, .timeout = 300)
 {
-	require_gpu();
+	gpu_test_require("png_runner_gpu");
 	static const kiln_quality qualities[] = {KILN_QUALITY_FAST, KILN_QUALITY_MEDIUM};
 	for (int rgba8 = 0; rgba8 <= 1; rgba8++) {
 		kiln_png_transcode_opts opts;
@@ -142,18 +121,15 @@ Test(png_runner_gpu, pngsuite_and_kodak_match_the_cpu_in_any_batch, .timeout = 3
 
 Test(png_runner_gpu, kiln_encode_and_run_format_png_on_the_gpu_write_the_cpus_files, .timeout = 600)
 {
-	require_gpu();
-	const char *bin = getenv("KILN_BIN") ? getenv("KILN_BIN") : "build/kiln";
-	char cmd[4096];
-	snprintf(cmd, sizeof cmd,
-		 "set -e; d=$(mktemp -d); mkdir -p $d/in; cp %s/pngsuite/[!x]*.png %s/kodak/kodim0*.png $d/in/; "
-		 "%s encode -q --format png --quality fast --batch 16 --device gpu $d/in/*.png -o $d/enc-gpu/; "
-		 "%s encode -q --format png --quality fast --batch 5 --device cpu $d/in/*.png -o $d/enc-cpu/; "
+	gpu_test_require("png_runner_gpu");
+	int rc = gpu_test_sh(NULL,
+		 "mkdir -p $d/in; cp $data/pngsuite/[!x]*.png $data/kodak/kodim0*.png $d/in/; "
+		 "$kiln encode -q --format png --quality fast --batch 16 --device gpu $d/in/*.png -o $d/enc-gpu/; "
+		 "$kiln encode -q --format png --quality fast --batch 5 --device cpu $d/in/*.png -o $d/enc-cpu/; "
 		 "diff -r $d/enc-cpu $d/enc-gpu; "
-		 "%s run -q --format png --shard-size 8 --device gpu --input $d/in --output $d/run-gpu; "
-		 "%s run -q --format png --shard-size 8 --device cpu --input $d/in --output $d/run-cpu; "
+		 "$kiln run -q --format png --shard-size 8 --device gpu --input $d/in --output $d/run-gpu; "
+		 "$kiln run -q --format png --shard-size 8 --device cpu --input $d/in --output $d/run-cpu; "
 		 "diff -r $d/run-cpu $d/run-gpu; "
-		 "test $(ls $d/run-gpu | wc -l) -eq $(ls $d/in | wc -l); rm -rf $d",
-		 shared_dir(), shared_dir(), bin, bin, bin, bin);
-	cr_expect_eq(system(cmd), 0, "format png on the GPU must write the CPU backend's files");
+		 "test $(ls $d/run-gpu | wc -l) -eq $(ls $d/in | wc -l)");
+	cr_expect_eq(rc, 0, "format png on the GPU must write the CPU backend's files");
 }

@@ -8,45 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/png_io.h"
 #include "kernels/gpu.h"
 #include "kernels/texenc.h"
+#include "tests/gpu/gpu_testutil.h"
+#include "tests/unit/testutil.h"
 
 #define NKODAK 24
-
-static void require_gpu(void)
-{
-	if (kiln_gpu_count() < 1)
-		cr_assert_fail("no usable GPU: make test-gpu must run on a machine with an NVIDIA GPU");
-}
-
-static const char *shared_dir(void)
-{
-	const char *env = getenv("KILN_SHARED");
-	return env ? env : "../shared/data";
-}
-
-static void load_kodak(kiln_image *images)
-{
-	for (int i = 0; i < NKODAK; i++) {
-		char path[512];
-		snprintf(path, sizeof path, "%s/kodak/kodim%02d.png", shared_dir(), i + 1);
-		cr_assert_eq(kiln_png_read_file(path, NULL, &images[i], NULL, 0), KILN_OK, "%s", path);
-	}
-}
-
-static void random_image(kiln_image *img, uint32_t w, uint32_t h, uint32_t seed, bool alpha)
-{
-	cr_assert_eq(kiln_image_alloc(img, w, h, NULL), KILN_OK);
-	img->has_alpha = alpha;
-	uint32_t s = seed * 2654435761u + 1;
-	for (size_t i = 0; i < (size_t)w * h * 4; i++) {
-		s = s * 1103515245u + 12345u;
-		/* low-frequency structure plus noise, so blocks are neither flat nor pure noise */
-		uint8_t v = (uint8_t)((s >> 16) & 0x3f) + (uint8_t)((i / 4 % w) * 191 / (w + 1));
-		img->pixels[i] = v;
-	}
-}
 
 /* Encodes count images in batches of `batch` on the given device. */
 static void encode_all(const kiln_device *dev, const kiln_texenc_opts *opts, kiln_image *images,
@@ -104,9 +71,10 @@ static void compare_backends(kiln_image *images, size_t count, kiln_quality q, b
 
 Test(texenc_gpu, kodak_every_quality_with_mipmaps, .timeout = 600)
 {
-	require_gpu();
+	gpu_test_require("texenc_gpu");
 	kiln_image images[NKODAK];
-	load_kodak(images);
+	for (int i = 0; i < NKODAK; i++)
+		gpu_test_read_kodak(i + 1, &images[i]);
 	for (int q = KILN_QUALITY_FAST; q <= KILN_QUALITY_HIGH; q++) {
 		compare_backends(images, NKODAK, (kiln_quality)q, true, 7, "kodak batch 7");
 		compare_backends(images, NKODAK, (kiln_quality)q, false, 1, "kodak batch 1");
@@ -117,12 +85,12 @@ Test(texenc_gpu, kodak_every_quality_with_mipmaps, .timeout = 600)
 
 Test(texenc_gpu, random_images_batches_1_7_32, .timeout = 600)
 {
-	require_gpu();
+	gpu_test_require("texenc_gpu");
 	static const uint32_t sizes[][2] = {{1, 1}, {5, 3}, {4099, 17}, {64, 64}, {33, 65}, {257, 3}, {7, 300}, {128, 96}};
 	enum { N = 32 };
 	kiln_image images[N];
 	for (int i = 0; i < N; i++)
-		random_image(&images[i], sizes[i % 8][0], sizes[i % 8][1], (uint32_t)i, i % 3 == 0);
+		cr_assert(test_random_image(&images[i], sizes[i % 8][0], sizes[i % 8][1], (uint32_t)i, i % 3 == 0));
 	static const size_t batches[] = {1, 7, 32};
 	for (int q = KILN_QUALITY_FAST; q <= KILN_QUALITY_HIGH; q++)
 		for (int b = 0; b < 3; b++)
@@ -133,18 +101,15 @@ Test(texenc_gpu, random_images_batches_1_7_32, .timeout = 600)
 
 Test(texenc_gpu, cli_gpu_and_cpu_files_are_identical, .timeout = 600)
 {
-	require_gpu();
-	const char *bin = getenv("KILN_BIN") ? getenv("KILN_BIN") : "build/kiln";
-	char cmd[2048];
-	snprintf(cmd, sizeof cmd,
-		 "set -e; d=$(mktemp -d); %s samples -o $d/in; "
-		 "%s encode -q --mipmaps --device cpu $d/in/*.png %s/kodak/kodim0[1-4].png -o $d/cpu; "
-		 "%s encode -q --mipmaps --device gpu $d/in/*.png %s/kodak/kodim0[1-4].png -o $d/gpu; "
-		 "%s encode -q --container ktx2 --quality fast --device gpu:0 $d/in/*.png -o $d/gpuk; "
-		 "%s encode -q --container ktx2 --quality fast --device cpu $d/in/*.png -o $d/cpuk; "
-		 "diff -r $d/cpu $d/gpu; diff -r $d/cpuk $d/gpuk; rm -rf $d",
-		 bin, bin, shared_dir(), bin, shared_dir(), bin, bin);
-	cr_expect_eq(system(cmd), 0, "kiln encode --device gpu must write the same files as --device cpu");
+	gpu_test_require("texenc_gpu");
+	int rc = gpu_test_sh(NULL,
+		 "$kiln samples -o $d/in; "
+		 "$kiln encode -q --mipmaps --device cpu $d/in/*.png $data/kodak/kodim0[1-4].png -o $d/cpu; "
+		 "$kiln encode -q --mipmaps --device gpu $d/in/*.png $data/kodak/kodim0[1-4].png -o $d/gpu; "
+		 "$kiln encode -q --container ktx2 --quality fast --device gpu:0 $d/in/*.png -o $d/gpuk; "
+		 "$kiln encode -q --container ktx2 --quality fast --device cpu $d/in/*.png -o $d/cpuk; "
+		 "diff -r $d/cpu $d/gpu; diff -r $d/cpuk $d/gpuk");
+	cr_expect_eq(rc, 0, "kiln encode --device gpu must write the same files as --device cpu");
 }
 
 /* The asynchronous path: 10 batches of mixed sizes kept KILN_TEXENC_MAX_INFLIGHT deep on
@@ -153,7 +118,7 @@ Test(texenc_gpu, cli_gpu_and_cpu_files_are_identical, .timeout = 600)
  * in: every batch gives the bytes and statuses of the CPU backend. */
 Test(texenc_gpu, pipelined_submit_collect_over_10_batches_matches_cpu, .timeout = 600)
 {
-	require_gpu();
+	gpu_test_require("texenc_gpu");
 	enum { NBATCH = 10, MAXN = 32 };
 	static const uint32_t sizes[][2] = {{768, 512}, {5, 3}, {4099, 17}, {64, 64}, {33, 65}, {512, 768}, {7, 300}, {1, 1}};
 	kiln_device cpu = {KILN_DEVICE_CPU, 0}, gpu = {KILN_DEVICE_GPU, 0};
@@ -181,8 +146,8 @@ Test(texenc_gpu, pipelined_submit_collect_over_10_batches_matches_cpu, .timeout 
 		count[b] = b % 3 == 0 ? MAXN : 1 + b * 3;
 		kiln_image images[MAXN];
 		for (size_t i = 0; i < count[b]; i++)
-			random_image(&images[i], sizes[(i + b) % 8][0], sizes[(i + b) % 8][1], (uint32_t)(b * 100 + i),
-				     (i + b) % 3 == 0);
+			cr_assert(test_random_image(&images[i], sizes[(i + b) % 8][0], sizes[(i + b) % 8][1],
+						    (uint32_t)(b * 100 + i), (i + b) % 3 == 0));
 		uint8_t *keep = images[1 % count[b]].pixels;
 		if (count[b] > 2)
 			images[1].pixels = NULL; /* a bad image inside the batch */
@@ -221,12 +186,12 @@ Test(texenc_gpu, pipelined_submit_collect_over_10_batches_matches_cpu, .timeout 
  * images in one batch (two codec launches), alpha kept: the CPU's bytes. */
 Test(texenc_gpu, astc_gpu_matches_cpu_with_mipmaps_srgb_and_alpha, .timeout = 300)
 {
-	require_gpu();
+	gpu_test_require("texenc_gpu");
 	static const uint32_t sizes[][2] = {{1, 1}, {5, 3}, {67, 45}, {64, 64}, {33, 65}, {130, 7}, {7, 90}, {96, 80}};
 	enum { N = 8 };
 	kiln_image images[N];
 	for (int i = 0; i < N; i++) {
-		random_image(&images[i], sizes[i][0], sizes[i][1], (uint32_t)i + 40, i % 3 == 0);
+		cr_assert(test_random_image(&images[i], sizes[i][0], sizes[i][1], (uint32_t)i + 40, i % 3 == 0));
 		images[i].srgb = i % 2 == 0;
 	}
 	static const struct {
@@ -260,18 +225,15 @@ Test(texenc_gpu, astc_gpu_matches_cpu_with_mipmaps_srgb_and_alpha, .timeout = 30
 
 Test(texenc_gpu, cli_astc_gpu_and_cpu_files_are_identical, .timeout = 300)
 {
-	require_gpu();
-	const char *bin = getenv("KILN_BIN") ? getenv("KILN_BIN") : "build/kiln";
-	char cmd[2048];
-	snprintf(cmd, sizeof cmd,
-		 "set -e; d=$(mktemp -d); %s samples -o $d/in; rm $d/in/wide.png; "
-		 "%s encode -q --format astc --block 6x6 --quality fast --container ktx2 --mipmaps --device cpu "
-		 "$d/in/*.png %s/kodak/kodim0[1-2].png -o $d/cpu; "
-		 "%s encode -q --format astc --block 6x6 --quality fast --container ktx2 --mipmaps --device gpu "
-		 "$d/in/*.png %s/kodak/kodim0[1-2].png -o $d/gpu; "
-		 "%s encode -q --format astc --block 8x5 --quality medium --linear --device gpu:0 $d/in/*.png -o $d/gpua; "
-		 "%s encode -q --format astc --block 8x5 --quality medium --linear --device cpu $d/in/*.png -o $d/cpua; "
-		 "diff -r $d/cpu $d/gpu; diff -r $d/cpua $d/gpua; rm -rf $d",
-		 bin, bin, shared_dir(), bin, shared_dir(), bin, bin);
-	cr_expect_eq(system(cmd), 0, "kiln encode --format astc --device gpu must write the same files as --device cpu");
+	gpu_test_require("texenc_gpu");
+	int rc = gpu_test_sh(NULL,
+		 "$kiln samples -o $d/in; rm $d/in/wide.png; "
+		 "$kiln encode -q --format astc --block 6x6 --quality fast --container ktx2 --mipmaps --device cpu "
+		 "$d/in/*.png $data/kodak/kodim0[1-2].png -o $d/cpu; "
+		 "$kiln encode -q --format astc --block 6x6 --quality fast --container ktx2 --mipmaps --device gpu "
+		 "$d/in/*.png $data/kodak/kodim0[1-2].png -o $d/gpu; "
+		 "$kiln encode -q --format astc --block 8x5 --quality medium --linear --device gpu:0 $d/in/*.png -o $d/gpua; "
+		 "$kiln encode -q --format astc --block 8x5 --quality medium --linear --device cpu $d/in/*.png -o $d/cpua; "
+		 "diff -r $d/cpu $d/gpu; diff -r $d/cpua $d/gpua");
+	cr_expect_eq(rc, 0, "kiln encode --format astc --device gpu must write the same files as --device cpu");
 }

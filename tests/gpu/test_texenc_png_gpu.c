@@ -4,7 +4,6 @@
  * host path inside the same batch), in batches of 1, 7 and 32; a file whose deflate
  * stream is broken fails alone. Run by make test-gpu. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +11,11 @@
 #include "common/png_io.h"
 #include "kernels/gpu.h"
 #include "kernels/texenc.h"
+#include "tests/gpu/gpu_testutil.h"
+#include "tests/pngsuite.h"
 #include "tests/png_breaker.h"
 
 #define MAX_FILES 96
-
-static const char *shared_dir(void)
-{
-	const char *env = getenv("KILN_SHARED");
-	return env ? env : "../shared/data";
-}
 
 typedef struct corpus {
 	kiln_buf files[MAX_FILES];
@@ -31,10 +26,8 @@ typedef struct corpus {
 static void add_file(corpus *c, const char *dir, const char *name)
 {
 	char path[512];
-	snprintf(path, sizeof path, "%s/%s/%s", shared_dir(), dir, name);
 	cr_assert_lt(c->n, MAX_FILES);
-	kiln_buf_init(&c->files[c->n], (size_t)64 << 20);
-	cr_assert_eq(kiln_buf_read_file(&c->files[c->n], path), KILN_OK, "%s", path);
+	c->files[c->n] = gpu_test_load(test_data_path(path, sizeof path, dir, name));
 	snprintf(c->names[c->n], sizeof c->names[c->n], "%s", name);
 	c->n++;
 }
@@ -49,15 +42,11 @@ static void load_corpus(corpus *c)
 		snprintf(name, sizeof name, "kodim%02d.png", i);
 		add_file(c, "kodak", name);
 	}
-	char dir[512];
-	snprintf(dir, sizeof dir, "%s/pngsuite", shared_dir());
-	DIR *d = opendir(dir);
-	cr_assert_not_null(d, "%s", dir);
-	struct dirent *e;
-	while ((e = readdir(d)) && c->n < MAX_FILES - 1)
-		if (e->d_name[0] != 'x' && strstr(e->d_name, ".png") && strcmp(e->d_name, "PngSuite.png") != 0)
-			add_file(c, "pngsuite", e->d_name);
-	closedir(d);
+	static pngsuite_list suite;
+	pngsuite_list_files(&suite, PNGSUITE_VALID);
+	for (size_t i = 0; i < suite.n && c->n < MAX_FILES - 1; i++)
+		if (strcmp(suite.names[i], "PngSuite.png") != 0) /* the suite's overview image */
+			add_file(c, "pngsuite", suite.names[i]);
 	add_file(c, "kodak", "kodim05.png");
 	kiln_buf *bad = &c->files[c->n - 1];
 	snprintf(c->names[c->n - 1], sizeof c->names[0], "broken-stream");
@@ -66,8 +55,7 @@ static void load_corpus(corpus *c)
 
 static void run(kiln_texfmt format, size_t batch)
 {
-	if (kiln_gpu_count() < 1)
-		cr_assert_fail("no usable GPU: make test-gpu must run on a machine with an NVIDIA GPU");
+	gpu_test_require("texenc_png_gpu");
 	static corpus c;
 	load_corpus(&c);
 	kiln_texenc_opts opts;

@@ -16,11 +16,11 @@
 #include <unistd.h>
 
 #include "sched_sim.h"
+#include "testutil.h"
 
 const char *kiln_bin(void)
 {
-	const char *bin = getenv("KILN_BIN");
-	return bin && *bin ? bin : "build/kiln";
+	return test_kiln_bin();
 }
 
 void kiln_bin_abs(char *out)

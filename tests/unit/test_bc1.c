@@ -11,17 +11,9 @@
 #include "common/pool.h"
 #include "kernels/bc1/bc1.h"
 #include "kernels/bc1/bc1_block.h"
+#include "tests/unit/testutil.h"
 
 static const kiln_quality qualities[3] = {KILN_QUALITY_FAST, KILN_QUALITY_MEDIUM, KILN_QUALITY_HIGH};
-
-/* xorshift32: the same images on every run */
-static uint32_t rng_next(uint32_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 17;
-	*s ^= *s << 5;
-	return *s;
-}
 
 typedef struct test_image {
 	uint8_t *px;
@@ -44,7 +36,7 @@ static uint8_t *texel(const test_image *img, uint32_t x, uint32_t y)
 static void image_random(test_image *img, uint32_t seed, int with_alpha)
 {
 	for (size_t i = 0; i < (size_t)img->w * img->h * 4; i++)
-		img->px[i] = (uint8_t)rng_next(&seed);
+		img->px[i] = (uint8_t)test_xorshift32(&seed);
 	img->has_alpha = with_alpha;
 	if (!with_alpha)
 		for (size_t i = 0; i < (size_t)img->w * img->h; i++)
@@ -60,7 +52,7 @@ static void image_natural_edges(test_image *img, uint32_t seed, int rectangles)
 	uint8_t *grid = malloc((size_t)gw * gh * 3);
 	cr_assert_not_null(grid);
 	for (size_t i = 0; i < (size_t)gw * gh * 3; i++)
-		grid[i] = (uint8_t)rng_next(&seed);
+		grid[i] = (uint8_t)test_xorshift32(&seed);
 	for (uint32_t y = 0; y < img->h; y++) {
 		for (uint32_t x = 0; x < img->w; x++) {
 			uint32_t gx = x / CELL, gy = y / CELL, fx = x % CELL, fy = y % CELL;
@@ -70,16 +62,16 @@ static void image_natural_edges(test_image *img, uint32_t seed, int rectangles)
 				int top = v00 * (CELL - (int)fx) + v10 * (int)fx;
 				int bot = v01 * (CELL - (int)fx) + v11 * (int)fx;
 				int v = (top * (CELL - (int)fy) + bot * (int)fy) / (CELL * CELL);
-				v += (int)(rng_next(&seed) % 7) - 3;
+				v += (int)(test_xorshift32(&seed) % 7) - 3;
 				texel(img, x, y)[c] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
 			}
 			texel(img, x, y)[3] = 255;
 		}
 	}
 	for (int r = 0; r < rectangles; r++) {
-		uint32_t x0 = rng_next(&seed) % img->w, y0 = rng_next(&seed) % img->h;
-		uint32_t x1 = x0 + rng_next(&seed) % 40, y1 = y0 + rng_next(&seed) % 40;
-		uint8_t col[3] = {(uint8_t)rng_next(&seed), (uint8_t)rng_next(&seed), (uint8_t)rng_next(&seed)};
+		uint32_t x0 = test_xorshift32(&seed) % img->w, y0 = test_xorshift32(&seed) % img->h;
+		uint32_t x1 = x0 + test_xorshift32(&seed) % 40, y1 = y0 + test_xorshift32(&seed) % 40;
+		uint8_t col[3] = {(uint8_t)test_xorshift32(&seed), (uint8_t)test_xorshift32(&seed), (uint8_t)test_xorshift32(&seed)};
 		for (uint32_t y = y0; y < y1 && y < img->h; y++)
 			for (uint32_t x = x0; x < x1 && x < img->w; x++)
 				memcpy(texel(img, x, y), col, 3);
@@ -383,7 +375,7 @@ Test(bc1_solid, blocks_decode_to_the_best_achievable_colour)
 	}
 	uint32_t seed = 12345;
 	for (int i = 0; i < 8; i++) {
-		uint8_t rgb[3] = {(uint8_t)rng_next(&seed), (uint8_t)rng_next(&seed), (uint8_t)rng_next(&seed)};
+		uint8_t rgb[3] = {(uint8_t)test_xorshift32(&seed), (uint8_t)test_xorshift32(&seed), (uint8_t)test_xorshift32(&seed)};
 		check_solid(rgb, i & 1);
 	}
 }
@@ -392,7 +384,7 @@ Test(bc1_solid, representable_colours_are_exact)
 {
 	uint32_t seed = 99;
 	for (int i = 0; i < 64; i++) {
-		uint32_t c565 = rng_next(&seed) & 0xffff;
+		uint32_t c565 = test_xorshift32(&seed) & 0xffff;
 		uint8_t rgb[3] = {(uint8_t)expand_ref((int)(c565 >> 11), 5),
 				  (uint8_t)expand_ref((int)(c565 >> 5 & 63), 6),
 				  (uint8_t)expand_ref((int)(c565 & 31), 5)};
@@ -415,7 +407,7 @@ static void fill_block(test_image *img, uint32_t bx, uint32_t by, const uint8_t 
 
 static uint8_t random_565_channel(uint32_t *seed, int bits)
 {
-	return (uint8_t)expand_ref((int)(rng_next(seed) % (1u << bits)), bits);
+	return (uint8_t)expand_ref((int)(test_xorshift32(seed) % (1u << bits)), bits);
 }
 
 Test(bc1_encode, two_representable_colours_are_exact)
@@ -430,7 +422,7 @@ Test(bc1_encode, two_representable_colours_are_exact)
 				for (int c = 0; c < 3; c++)
 					cols[k][c] = random_565_channel(&seed, c == 1 ? 6 : 5);
 			int which[16];
-			uint32_t pattern = rng_next(&seed) | 1u | 1u << 15; /* both colours used */
+			uint32_t pattern = test_xorshift32(&seed) | 1u | 1u << 15; /* both colours used */
 			for (int i = 0; i < 16; i++)
 				which[i] = (int)(pattern >> i & 1) ^ (i == 15);
 			fill_block(&img, bx, by, (const uint8_t(*)[3])cols, which);
@@ -477,8 +469,8 @@ Test(bc1_encode, gradients_stay_within_bounds)
 		test_image img = image_new(4, 4);
 		int base[3], step[3];
 		for (int c = 0; c < 3; c++) {
-			base[c] = (int)(rng_next(&seed) % 128);
-			step[c] = (int)(rng_next(&seed) % 17) - 8;
+			base[c] = (int)(test_xorshift32(&seed) % 128);
+			step[c] = (int)(test_xorshift32(&seed) % 17) - 8;
 		}
 		for (int i = 0; i < 16; i++) {
 			for (int c = 0; c < 3; c++) {
@@ -516,7 +508,7 @@ Test(bc1_encode, ramps_of_a_palette_are_exact_at_high_quality)
 	/* texels that are the four entries of some 4-colour palette, in ramp order */
 	uint32_t seed = 5150;
 	for (int trial = 0; trial < 200; trial++) {
-		uint16_t c0 = (uint16_t)rng_next(&seed), c1 = (uint16_t)rng_next(&seed);
+		uint16_t c0 = (uint16_t)test_xorshift32(&seed), c1 = (uint16_t)test_xorshift32(&seed);
 		if (c0 == c1)
 			continue;
 		if (c0 < c1) {
@@ -579,7 +571,7 @@ static test_image alpha_image(uint32_t seed)
 	image_natural(&img, seed);
 	img.has_alpha = 1;
 	for (size_t i = 0; i < 32 * 32; i++)
-		img.px[4 * i + 3] = (uint8_t)rng_next(&seed);
+		img.px[4 * i + 3] = (uint8_t)test_xorshift32(&seed);
 	/* one block fully transparent, one fully opaque */
 	for (int i = 0; i < 16; i++) {
 		texel(&img, (uint32_t)(i & 3), (uint32_t)(i >> 2))[3] = 3;

@@ -12,6 +12,7 @@
 #include "common/container.h"
 #include "common/texture.h"
 #include "common/version.h"
+#include "tests/unit/testutil.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
@@ -29,14 +30,6 @@ static void set_le32(uint8_t *p, uint32_t v)
 {
 	for (int i = 0; i < 4; i++)
 		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t xorshift(uint32_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 17;
-	*s ^= *s << 5;
-	return *s;
 }
 
 static size_t blocks(uint32_t n, uint32_t b)
@@ -62,7 +55,7 @@ static kiln_texture make_tex(kiln_texfmt fmt, uint32_t bw, uint32_t bh, bool srg
 		lv->data = malloc(lv->size);
 		cr_assert_not_null(lv->data);
 		for (size_t j = 0; j < lv->size; j++)
-			lv->data[j] = (uint8_t)xorshift(&seed);
+			lv->data[j] = (uint8_t)test_xorshift32(&seed);
 	}
 	return t;
 }
@@ -168,14 +161,14 @@ static void fuzz(read_fn fn, const kiln_buf *file, uint32_t seed, int trials)
 	cr_assert_not_null(copy);
 	for (int trial = 0; trial < trials; trial++) {
 		memcpy(copy, file->data, file->len);
-		int flips = 1 + (int)(xorshift(&seed) % 3);
+		int flips = 1 + (int)(test_xorshift32(&seed) % 3);
 		for (int i = 0; i < flips; i++) {
 			/* Mostly the header, where the fields are. */
-			size_t span = xorshift(&seed) % 4 ? (file->len < 256 ? file->len : 256) : file->len;
-			uint32_t bit = xorshift(&seed) % (uint32_t)(span * 8);
+			size_t span = test_xorshift32(&seed) % 4 ? (file->len < 256 ? file->len : 256) : file->len;
+			uint32_t bit = test_xorshift32(&seed) % (uint32_t)(span * 8);
 			copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		}
-		size_t len = xorshift(&seed) % 8 ? file->len : xorshift(&seed) % file->len;
+		size_t len = test_xorshift32(&seed) % 8 ? file->len : test_xorshift32(&seed) % file->len;
 		kiln_texture t;
 		kiln_status st = fn(copy, len, &t);
 		if (st == KILN_OK)

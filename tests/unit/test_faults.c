@@ -401,6 +401,19 @@ static void submit_nfault_job(write_watch *watch, char *job, size_t cap, long lo
 	wait_done_at_least(job, done, 60, watch);
 }
 
+/* wait_job (120 s at most), then expects the job done with all NFAULT items and none
+ * failed, as every fault below must end; returns the time it ended. */
+static double expect_all_done(const char *id, write_watch *watch)
+{
+	json_t *view = wait_job(id, 120, watch);
+	double t_end = now_s();
+	cr_expect_str_eq(job_state(view), "done");
+	cr_expect_eq(items(view, "done"), NFAULT);
+	cr_expect_eq(items(view, "failed"), 0);
+	json_decref(view);
+	return t_end;
+}
+
 Test(faults, worker_killed_mid_shard_job_finishes_elsewhere)
 {
 	make_pngs("in", NFAULT, 96, 96);
@@ -416,13 +429,8 @@ Test(faults, worker_killed_mid_shard_job_finishes_elsewhere)
 	double t_kill = now_s();
 	sleep_ms(1000);
 	start_worker("a2", 0, NULL);  /* the replacement, as an orchestrator would start it */
-	json_t *view = wait_job(job, 120, &watch);
-	double t_end = now_s();
+	double t_end = expect_all_done(job, &watch);
 	watch_drain(&watch);
-	cr_expect_str_eq(job_state(view), "done");
-	cr_expect_eq(items(view, "done"), NFAULT);
-	cr_expect_eq(items(view, "failed"), 0);
-	json_decref(view);
 	int hidden = check_outputs("out", NFAULT);
 	double lost = metric("kiln_leases_lost_total");
 	cr_expect_geq(lost, 1, "the killed worker held no shard");
@@ -460,13 +468,8 @@ Test(faults, scheduler_killed_mid_job_resumes_with_real_workers)
 	 * reconnect */
 	cr_expect_geq(items(view, "done"), njournaled, "the restarted scheduler lost journaled items");
 	json_decref(view);
-	view = wait_job(job, 120, &watch);
-	double t_end = now_s();
+	double t_end = expect_all_done(job, &watch);
 	watch_drain(&watch);
-	cr_expect_str_eq(job_state(view), "done");
-	cr_expect_eq(items(view, "done"), NFAULT);
-	cr_expect_eq(items(view, "failed"), 0);
-	json_decref(view);
 	int hidden = check_outputs("out", NFAULT);
 	int written_at_kill = 0, journaled_redone = 0, finished_redone = 0;
 	for (int i = 0; i < NFAULT; i++) {
@@ -501,12 +504,7 @@ Test(faults, stopped_worker_loses_its_lease_and_its_late_results_are_ignored)
 	cr_assert_eq(kill(a, SIGSTOP), 0);
 	double t_stop = now_s();
 	/* frozen until the other worker has done the rest */
-	json_t *view = wait_job(job, 120, &watch);
-	double t_end = now_s();
-	cr_expect_str_eq(job_state(view), "done");
-	cr_expect_eq(items(view, "done"), NFAULT);
-	cr_expect_eq(items(view, "failed"), 0);
-	json_decref(view);
+	double t_end = expect_all_done(job, &watch);
 	double lost = metric("kiln_leases_lost_total");
 	cr_expect_geq(lost, 1);
 	cr_assert_eq(kill(a, SIGCONT), 0);
@@ -517,7 +515,7 @@ Test(faults, stopped_worker_loses_its_lease_and_its_late_results_are_ignored)
 	cr_expect_geq(stale, 1, "the woken worker's result never arrived");
 	sleep_ms(500);
 	watch_drain(&watch);
-	view = job_view(job);
+	json_t *view = job_view(job);
 	cr_expect_eq(items(view, "done"), NFAULT, "late results changed the counts");
 	cr_expect_eq(items(view, "failed"), 0);
 	json_decref(view);

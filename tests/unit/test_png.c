@@ -18,6 +18,7 @@
 #include "common/image.h"
 #include "common/png_io.h"
 #include "tests/unit/testutil.h"
+#include "tests/pngsuite.h"
 /* every append of the hand-built files checked */
 #define PNG_TEST_CHECK(expr) cr_assert_eq((expr), KILN_OK)
 #include "tests/png_testutil.h"
@@ -127,34 +128,20 @@ static int to8(unsigned v)
 	return (int)((v * 255u + 32767u) / 65535u);
 }
 
-static bool is_png_name(const char *name)
-{
-	size_t n = strlen(name);
-	return n > 4 && strcmp(name + n - 4, ".png") == 0;
-}
-
 typedef void (*png_file_fn)(const char *name, kiln_buf *file);
 
 /* Calls fn for every PngSuite file whose name does (corrupt) or does not start with 'x'.
  * Returns the number of files visited. */
 static int for_each_suite_file(bool corrupt, png_file_fn fn)
 {
-	char dir[512];
-	snprintf(dir, sizeof dir, "%s/pngsuite", test_data_dir());
-	DIR *d = opendir(dir);
-	cr_assert_not_null(d, "cannot open %s", dir);
-	int count = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (!is_png_name(e->d_name) || (e->d_name[0] == 'x') != corrupt)
-			continue;
-		kiln_buf b = load("pngsuite", e->d_name);
-		fn(e->d_name, &b);
+	static pngsuite_list suite;
+	pngsuite_list_files(&suite, corrupt ? PNGSUITE_BROKEN : PNGSUITE_VALID);
+	for (size_t i = 0; i < suite.n; i++) {
+		kiln_buf b = load("pngsuite", suite.names[i]);
+		fn(suite.names[i], &b);
 		kiln_buf_free(&b);
-		count++;
 	}
-	closedir(d);
-	return count;
+	return (int)suite.n;
 }
 
 /* ---- PngSuite ---------------------------------------------------------------------------- */
@@ -604,23 +591,15 @@ Test(png_hostile, probe_reads_only_the_header)
 	kiln_buf_free(&b);
 }
 
-static uint32_t xorshift(uint32_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 17;
-	*s ^= *s << 5;
-	return *s;
-}
-
 Test(png_hostile, random_bit_flips_never_crash, .timeout = 60)
 {
 	uint32_t seed = 0x6b696c6e;  /* fixed: failures reproduce */
 	int ok = 0, failed = 0;
 	for (int trial = 0; trial < 400; trial++) {
 		kiln_buf b = load("pngsuite", sample_files[trial % NUM_SAMPLES]);
-		int flips = 1 + (int)(xorshift(&seed) % 4);
+		int flips = 1 + (int)(test_xorshift32(&seed) % 4);
 		for (int i = 0; i < flips; i++) {
-			uint32_t bit = xorshift(&seed) % (uint32_t)(b.len * 8);
+			uint32_t bit = test_xorshift32(&seed) % (uint32_t)(b.len * 8);
 			b.data[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		}
 		kiln_image img;
@@ -664,8 +643,8 @@ static kiln_image pattern(uint32_t w, uint32_t h, size_t stride, bool alpha, boo
 			uint8_t *p = img.pixels + y * stride + 4 * x;
 			p[0] = (uint8_t)(x * 255 / (w > 1 ? w - 1 : 1));
 			p[1] = (uint8_t)(y * 255 / (h > 1 ? h - 1 : 1));
-			p[2] = (uint8_t)xorshift(&seed);
-			p[3] = (uint8_t)xorshift(&seed);
+			p[2] = (uint8_t)test_xorshift32(&seed);
+			p[3] = (uint8_t)test_xorshift32(&seed);
 		}
 	return img;
 }
@@ -858,7 +837,7 @@ Test(png_files, atomic_write_content_and_empty_files)
 	cr_assert_not_null(data);
 	uint32_t seed = 1;
 	for (size_t i = 0; i < n; i++)
-		data[i] = (uint8_t)xorshift(&seed);
+		data[i] = (uint8_t)test_xorshift32(&seed);
 	cr_assert_eq(kiln_file_write_atomic(path, data, n), KILN_OK);
 	kiln_buf b;
 	kiln_buf_init(&b, n);

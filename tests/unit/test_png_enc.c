@@ -22,14 +22,6 @@
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-static uint32_t rng(uint32_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 17;
-	*s ^= *s << 5;
-	return *s;
-}
-
 static uint32_t be32(const uint8_t *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -131,7 +123,7 @@ static uint8_t *random_pixels(uint32_t w, uint32_t h, size_t rb, uint32_t seed)
 	for (uint32_t y = 0; y < h; y++) {
 		for (size_t i = 0; i < rb; i++) {
 			uint32_t region = (uint32_t)((i / 16 + y / 8 + seed) % 4);
-			uint32_t r = rng(&seed);
+			uint32_t r = test_xorshift32(&seed);
 			uint8_t v = region == 0 ? (uint8_t)r : region == 1 ? (uint8_t)(i * 3 + y * 5)
 				  : region == 2 ? (uint8_t)(seed & 0x0F) : (uint8_t)((r & 3) * 40);
 			px[y * rb + i] = v;
@@ -165,31 +157,50 @@ static uint8_t *grey_palette(int entries, kiln_png_chunk *c)
 	return pal;
 }
 
+/* A test image to encode: px (rows of stride bytes, owned from here on) as colour type ct
+ * at depth, with a grey PLTE of 2^depth entries when ct is 3 (palette), which every
+ * palette image needs. Used in place (img points at plte). */
+typedef struct test_image {
+	kiln_pngenc_image img;
+	uint8_t *px, *pal;
+	kiln_png_chunk plte;
+} test_image;
+
+static void test_image_init(test_image *t, uint8_t *px, uint32_t w, uint32_t h, size_t stride, int ct, int depth)
+{
+	t->px = px;
+	t->pal = NULL;
+	t->img = (kiln_pngenc_image){px, w, h, stride, (uint8_t)ct, (uint8_t)depth, 0, NULL, 0};
+	if (ct == 3) {
+		t->pal = grey_palette(1 << depth, &t->plte);
+		t->img.chunks = &t->plte;
+		t->img.chunk_count = 1;
+	}
+}
+
+static void test_image_free(test_image *t)
+{
+	free(t->px);
+	free(t->pal);
+}
+
 static void roundtrip(uint32_t w, uint32_t h, int ct, int depth, const kiln_pngenc_params *p, uint32_t seed)
 {
 	size_t rb = rowbytes_of(w, ct, depth);
 	size_t stride = rb + (seed % 3);  /* strides larger than the row too */
-	uint8_t *px = random_pixels(w, h, stride, seed);
-	kiln_png_chunk plte;
-	uint8_t *pal = NULL;
-	kiln_pngenc_image img = {px, w, h, stride, (uint8_t)ct, (uint8_t)depth, 0, NULL, 0};
-	if (ct == 3) {
-		pal = grey_palette(1 << depth, &plte);
-		img.chunks = &plte;
-		img.chunk_count = 1;
-	}
+	test_image t;
+	test_image_init(&t, random_pixels(w, h, stride, seed), w, h, stride, ct, depth);
 	size_t size;
-	uint8_t *file = encode1(p, &img, &size, NULL);
+	uint8_t *file = encode1(p, &t.img, &size, NULL);
 	decoded d = decode(file, size);
 	cr_assert_eq(d.w, w);
 	cr_assert_eq(d.h, h);
 	cr_assert_eq(d.ct, ct);
 	cr_assert_eq(d.depth, depth);
-	assert_same_samples(px, d.px, w, h, ct, depth, stride);
+	assert_same_samples(t.px, d.px, w, h, ct, depth, stride);
 	free(d.px);
 	free(file);
-	free(px);
-	free(pal);
+	test_image_free(&t);
 }
 
 /* ---- round trips ------------------------------------------------------------------------ */
@@ -389,25 +400,17 @@ Test(png_enc_kist, every_strip_inflates_alone_to_its_rows)
 			int ct = kinds[k][0], depth = kinds[k][1];
 			uint32_t w = 45, h = 61;
 			size_t rb = rowbytes_of(w, ct, depth);
-			uint8_t *px = random_pixels(w, h, rb, 31u + (uint32_t)k);
-			kiln_png_chunk plte;
-			uint8_t *pal = NULL;
-			kiln_pngenc_image img = {px, w, h, rb, (uint8_t)ct, (uint8_t)depth, 0, NULL, 0};
-			if (ct == 3) {
-				pal = grey_palette(1 << depth, &plte);
-				img.chunks = &plte;
-				img.chunk_count = 1;
-			}
+			test_image t;
+			test_image_init(&t, random_pixels(w, h, rb, 31u + (uint32_t)k), w, h, rb, ct, depth);
 			kiln_pngenc_params p;
 			kiln_pngenc_params_default(&p);
 			p.quality = (kiln_quality)q;
 			p.rows_per_strip = 7;
 			size_t size;
-			uint8_t *file = encode1(&p, &img, &size, NULL);
+			uint8_t *file = encode1(&p, &t.img, &size, NULL);
 			check_kist(file, size, h, rb + 1, 7);
 			free(file);
-			free(px);
-			free(pal);
+			test_image_free(&t);
 		}
 	}
 }
@@ -749,33 +752,26 @@ Test(png_enc_bound, never_exceeded_on_incompressible_data, .timeout = 30)
 {
 	uint32_t seed = 12345;
 	for (int t = 0; t < 12; t++) {
-		uint32_t w = 1 + rng(&seed) % 700, h = 1 + rng(&seed) % 90;
-		int k = (int)(rng(&seed) % NKINDS);
+		uint32_t w = 1 + test_xorshift32(&seed) % 700, h = 1 + test_xorshift32(&seed) % 90;
+		int k = (int)(test_xorshift32(&seed) % NKINDS);
 		int ct = kinds[k][0], depth = kinds[k][1];
 		size_t rb = rowbytes_of(w, ct, depth);
 		uint8_t *px = malloc(rb * h);
 		for (size_t i = 0; i < rb * h; i++)
-			px[i] = (uint8_t)rng(&seed);
-		kiln_png_chunk plte;
-		uint8_t *pal = NULL;
-		kiln_pngenc_image img = {px, w, h, rb, (uint8_t)ct, (uint8_t)depth, 0, NULL, 0};
-		if (ct == 3) {
-			pal = grey_palette(1 << depth, &plte);
-			img.chunks = &plte;
-			img.chunk_count = 1;
-		}
+			px[i] = (uint8_t)test_xorshift32(&seed);
+		test_image ti;
+		test_image_init(&ti, px, w, h, rb, ct, depth);
 		kiln_pngenc_params p;
 		kiln_pngenc_params_default(&p);
 		p.quality = (kiln_quality)(t % 3);
 		p.rows_per_strip = t % 2 ? 3 : 0;
 		size_t size;
-		uint8_t *file = encode1(&p, &img, &size, NULL);  /* asserts size <= bound */
+		uint8_t *file = encode1(&p, &ti.img, &size, NULL);  /* asserts size <= bound */
 		decoded d = decode(file, size);
 		assert_same_samples(px, d.px, w, h, ct, depth, rb);
 		free(d.px);
 		free(file);
-		free(px);
-		free(pal);
+		test_image_free(&ti);
 	}
 }
 
@@ -823,7 +819,7 @@ Test(png_enc_huffman, lengths_limited_and_complete)
 	uint32_t seed = 99;
 	for (int t = 0; t < 50; t++) {
 		for (int s = 0; s < PNG_DEFL_LITLEN; s++)
-			freq[s] = rng(&seed) % 4 ? (rng(&seed) % 1000) >> (rng(&seed) % 10) : 0;
+			freq[s] = test_xorshift32(&seed) % 4 ? (test_xorshift32(&seed) % 1000) >> (test_xorshift32(&seed) % 10) : 0;
 		check_lengths(freq, PNG_DEFL_LITLEN, 15);
 		check_lengths(freq, PNG_DEFL_CODELEN, 7);
 	}
@@ -844,28 +840,20 @@ Test(png_enc_pngcheck, files_pass_pngcheck_when_available)
 		uint32_t w = 90, h = 70;
 		int ct = kinds[k][0], depth = kinds[k][1];
 		size_t rb = rowbytes_of(w, ct, depth);
-		uint8_t *px = random_pixels(w, h, rb, 7u + (uint32_t)k);
-		kiln_png_chunk plte;
-		uint8_t *pal = NULL;
-		kiln_pngenc_image img = {px, w, h, rb, (uint8_t)ct, (uint8_t)depth, 0, NULL, 0};
-		if (ct == 3) {
-			pal = grey_palette(1 << depth, &plte);
-			img.chunks = &plte;
-			img.chunk_count = 1;
-		}
+		test_image t;
+		test_image_init(&t, random_pixels(w, h, rb, 7u + (uint32_t)k), w, h, rb, ct, depth);
 		kiln_pngenc_params p;
 		kiln_pngenc_params_default(&p);
 		p.rows_per_strip = 9;
 		size_t size;
-		uint8_t *file = encode1(&p, &img, &size, NULL);
+		uint8_t *file = encode1(&p, &t.img, &size, NULL);
 		cr_assert_eq(ftruncate(fd, 0), 0);
 		cr_assert_eq(pwrite(fd, file, size, 0), (ssize_t)size);
 		char cmd[128];
 		snprintf(cmd, sizeof cmd, "pngcheck -q %s >/dev/null", path);
 		cr_assert_eq(system(cmd), 0, "pngcheck refused colour type %d depth %d", ct, depth);
 		free(file);
-		free(px);
-		free(pal);
+		test_image_free(&t);
 	}
 	close(fd);
 	unlink(path);

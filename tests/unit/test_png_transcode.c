@@ -8,7 +8,6 @@
  * binary: a folder with a bad file (exit 1, the others written, the JSON report), the
  * usage errors (exit 2). */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <jansson.h>
 #include <limits.h>
 #include <png.h>
@@ -27,6 +26,7 @@
 #include "kernels/png/png_transcode.h"
 #include "tests/unit/testutil.h"
 #include "tests/unit/proc_util.h"
+#include "tests/pngsuite.h"
 #include "tests/png_libpng_read.h"
 
 TestSuite(png_transcode, .timeout = 120);
@@ -173,26 +173,16 @@ static void assert_chunks_carried(const uint8_t *in, size_t in_n, const uint8_t 
 /* Calls fn on every PngSuite file whose name starts (or not, want_x false) with 'x'. */
 static size_t each_suite_file(bool want_x, void (*fn)(const char *name, const uint8_t *f, size_t n))
 {
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof dir, "%s/pngsuite", test_data_dir());
-	DIR *d = opendir(dir);
-	cr_assert_not_null(d, "no PngSuite at %s", dir);
-	size_t count = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		size_t len = strlen(e->d_name);
-		if (len < 5 || strcmp(e->d_name + len - 4, ".png") != 0 || (e->d_name[0] == 'x') != want_x)
-			continue;
-		char path[PATH_MAX + 256];
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+	static pngsuite_list suite;
+	pngsuite_list_files(&suite, want_x ? PNGSUITE_BROKEN : PNGSUITE_VALID);
+	for (size_t i = 0; i < suite.n; i++) {
+		char path[PATH_MAX];
 		kiln_buf f;
-		read_file(path, &f);
-		fn(e->d_name, f.data, f.len);
+		read_file(pngsuite_path(path, sizeof path, suite.names[i]), &f);
+		fn(suite.names[i], f.data, f.len);
 		kiln_buf_free(&f);
-		count++;
 	}
-	closedir(d);
-	return count;
+	return suite.n;
 }
 
 static void check_keep(const char *name, const uint8_t *f, size_t n)

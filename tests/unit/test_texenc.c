@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/texenc.h"
+#include "tests/unit/testutil.h"
 
 static kiln_pool *pool;
 
@@ -22,25 +23,14 @@ static void teardown(void)
 
 TestSuite(texenc, .init = setup, .fini = teardown, .timeout = 60);
 
-static void random_image(kiln_image *img, uint32_t w, uint32_t h, uint32_t seed, bool alpha)
-{
-	cr_assert_eq(kiln_image_alloc(img, w, h, NULL), KILN_OK);
-	img->has_alpha = alpha;
-	uint32_t s = seed * 2654435761u + 1;
-	for (size_t i = 0; i < (size_t)w * h * 4; i++) {
-		s = s * 1103515245u + 12345u;
-		img->pixels[i] = (uint8_t)((s >> 16) & 0x3f) + (uint8_t)((i / 4 % w) * 191 / (w + 1));
-	}
-}
-
 static const uint32_t sizes[][2] = {{1, 1}, {5, 3}, {64, 64}, {33, 65}, {257, 3}, {7, 30}, {128, 96}, {16, 16}};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
 static void make_images(kiln_image *images, size_t n, uint32_t seed)
 {
 	for (size_t i = 0; i < n; i++)
-		random_image(&images[i], sizes[(i + seed) % NSIZES][0], sizes[(i + seed) % NSIZES][1],
-			     (uint32_t)i + seed * 100, (i + seed) % 3 == 0);
+		cr_assert(test_random_image(&images[i], sizes[(i + seed) % NSIZES][0], sizes[(i + seed) % NSIZES][1],
+					    (uint32_t)i + seed * 100, (i + seed) % 3 == 0));
 }
 
 static void free_images(kiln_image *images, size_t n)
@@ -175,12 +165,12 @@ Test(texenc, tickets_collect_in_any_order)
 {
 	kiln_texenc *enc = make_encoder(true, KILN_QUALITY_FAST);
 	kiln_image a[2], b[1], c[3];
-	random_image(&a[0], 8, 8, 1, false);
-	random_image(&a[1], 12, 4, 2, false);
-	random_image(&b[0], 40, 20, 3, true);
-	random_image(&c[0], 1, 1, 4, false);
-	random_image(&c[1], 2, 9, 5, false);
-	random_image(&c[2], 64, 32, 6, false);
+	cr_assert(test_random_image(&a[0], 8, 8, 1, false));
+	cr_assert(test_random_image(&a[1], 12, 4, 2, false));
+	cr_assert(test_random_image(&b[0], 40, 20, 3, true));
+	cr_assert(test_random_image(&c[0], 1, 1, 4, false));
+	cr_assert(test_random_image(&c[1], 2, 9, 5, false));
+	cr_assert(test_random_image(&c[2], 64, 32, 6, false));
 	uint64_t ta, tb, tc;
 	cr_assert_eq(kiln_texenc_submit(enc, a, 2, &ta), KILN_OK);
 	cr_assert_eq(kiln_texenc_submit(enc, b, 1, &tb), KILN_OK);
@@ -259,7 +249,7 @@ Test(texenc, options_apply_to_batches_submitted_after_them)
 {
 	kiln_texenc *enc = make_encoder(false, KILN_QUALITY_FAST);
 	kiln_image img[1];
-	random_image(&img[0], 32, 32, 9, false);
+	cr_assert(test_random_image(&img[0], 32, 32, 9, false));
 	uint64_t t1, t2;
 	cr_assert_eq(kiln_texenc_submit(enc, img, 1, &t1), KILN_OK);
 	kiln_texenc_opts opts;
