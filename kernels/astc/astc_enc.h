@@ -59,7 +59,9 @@ typedef struct astc_enc_effort {
 	uint8_t keep;       /* of those, refined and polished */
 	uint8_t iterations; /* refinement rounds (endpoint least squares <-> weights) */
 	uint8_t passes;     /* polish sweeps */
-	uint8_t grid_steps; /* correction steps of decimated weights towards least squares */
+	uint8_t est_steps;  /* correction steps of decimated weights towards least squares in
+			       the ranking of modes (astc_enc_estimate) ... */
+	uint8_t grid_steps; /* ... and in their encoding (astc_enc_try_mode) */
 	uint8_t dual_tries; /* second-plane channels tried with one partition */
 	uint8_t dual_gate;  /* ... only for blocks whose error per texel exceeds this */
 	uint8_t p2_gate;    /* 2 partitions only above this error per texel */
@@ -75,17 +77,18 @@ typedef struct astc_enc_effort {
 /* fast aims at astcenc -fast quality: it skips the second plane and 2 partitions for
  * blocks that one plane and one partition already encode closely (most texels of
  * natural images; astcenc's fast preset stops early in the same way), tries fewer
- * candidates and takes two weight correction steps; it meets its target without 3 and 4
- * partitions. Medium and high try 3 and 4 partitions (and high the second plane with 2
- * partitions) only for blocks still far off (smooth blocks rarely gain); medium tries 4
- * partitions only where 3 won or the error is still above 16 times the gate. */
+ * candidates and takes fewer weight correction steps (one to rank the modes, two to
+ * encode them); it meets its target without 3 and 4 partitions. Medium and high try 3
+ * and 4 partitions (and high the second plane with 2 partitions) only for blocks still
+ * far off (smooth blocks rarely gain); medium tries 4 partitions only where 3 won or the
+ * error is still above 16 times the gate. */
 KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
 {
-	/* cand keep iterations passes grid_steps, dual_tries dual_gate, p2_gate p2_tries
-	 * p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult */
-	const astc_enc_effort fast = {3, 1, 1, 1, 2, 1, 2, 16, 8, 1, 0, 16, 0, 0, 0, 0, 0};
-	const astc_enc_effort medium = {16, 3, 2, 4, 4, 1, 0, 0, ASTC_ENC_MAX_TRY_SEEDS / 2, 3, 0, 16, 4, 1, 4, 1, 16};
-	const astc_enc_effort high = {ASTC_ENC_MAX_CAND, ASTC_ENC_SHORTLIST, 3, 4, 4, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
+	/* cand keep iterations passes est_steps grid_steps, dual_tries dual_gate, p2_gate
+	 * p2_tries p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult */
+	const astc_enc_effort fast = {3, 1, 1, 1, 1, 2, 1, 2, 16, 8, 1, 0, 16, 0, 0, 0, 0, 0};
+	const astc_enc_effort medium = {16, 3, 2, 4, 4, 4, 1, 0, 0, ASTC_ENC_MAX_TRY_SEEDS / 2, 3, 0, 16, 4, 1, 4, 1, 16};
+	const astc_enc_effort high = {ASTC_ENC_MAX_CAND, ASTC_ENC_SHORTLIST, 3, 4, 4, 4, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
 				      6, 1, 4, 16, 2, 16, 1, 0};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
 }
@@ -1449,7 +1452,7 @@ ASTC_ENC_SEARCH_FN void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_
 	int modes[ASTC_ENC_MAX_CAND];
 	int line_ep[4][2][4];
 	astc_enc_line_endpoints(blk, fit, line_ep);
-	int nmodes = astc_enc_estimate(ctx, blk, fit, line_ep, dual, ef->cand, ef->grid_steps, modes);
+	int nmodes = astc_enc_estimate(ctx, blk, fit, line_ep, dual, ef->cand, ef->est_steps, modes);
 	for (int c = 0; c < nmodes; c++) {
 		int m = modes[c] / ASTC_ENC_KINDS;
 		uint32_t limit = have == keep ? errs[have - 1] : UINT32_MAX;
