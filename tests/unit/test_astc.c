@@ -842,3 +842,54 @@ Test(astc_encode, high_uses_dual_plane_with_two_partitions, .timeout = 120)
 	free(blocks);
 	kiln_image_free(&img);
 }
+
+/* fast skips the second plane and 2 partitions only where one partition already encodes
+ * a block closely: blocks split into two distant colours by a seed's pattern still get
+ * 2 partitions, blocks on one colour line get one partition and one plane, and both stay
+ * close. */
+Test(astc_encode, fast_searches_further_only_where_one_partition_is_far_off, .timeout = 120)
+{
+	static const uint32_t fps[3][2] = {{4, 4}, {6, 6}, {8, 8}};
+	for (int f = 0; f < 3; f++) {
+		uint32_t bw = fps[f][0], bh = fps[f][1], nb = 4, w = nb * bw, h = nb * bh;
+		for (int hard = 0; hard < 2; hard++) {
+			kiln_image img;
+			cr_assert_eq(kiln_image_alloc(&img, w, h, NULL), KILN_OK);
+			img.has_alpha = false;
+			for (uint32_t b = 0; b < nb * nb; b++) {
+				int seed = (int)(b * 37 + 5) % 1024;
+				uint32_t bx = b % nb, by = b / nb;
+				for (uint32_t y = 0; y < bh; y++)
+					for (uint32_t x = 0; x < bw; x++) {
+						int p = hard ? astc_partition(seed, (int)x, (int)y, 2, (int)(bw * bh)) : 0;
+						int t = (int)((x + 2 * y) * 24 / (3 * (bw - 1)));
+						uint8_t *px = kiln_image_row(&img, by * bh + y) + 4 * (bx * bw + x);
+						px[0] = (uint8_t)(p ? 30 + t : 90 + 2 * t);
+						px[1] = (uint8_t)(p ? 200 - t : 60 + t);
+						px[2] = (uint8_t)(p ? 40 : 150 - t);
+						px[3] = 255;
+					}
+			}
+			uint8_t *blocks;
+			size_t size;
+			encode_image(&img, bw, bh, KILN_QUALITY_FAST, 0, NULL, &blocks, &size);
+			block_census c;
+			census(blocks, size, bw, bh, &c);
+			if (hard)
+				cr_expect_geq(c.parts[2], (int)(nb * nb / 2), "2-partition blocks at %ux%u: %d of %u", bw, bh,
+					      c.parts[2], nb * nb);
+			else
+				cr_expect(c.parts[1] == (int)(nb * nb) && c.dual == 0,
+					  "one-line blocks at %ux%u: %d of %u with one partition, %d dual plane", bw, bh,
+					  c.parts[1], nb * nb, c.dual);
+			uint8_t *dec = malloc((size_t)w * h * 4);
+			cr_assert_not_null(dec);
+			cr_assert_eq(kiln_astc_decode(blocks, size, w, h, bw, bh, 0, dec, (size_t)w * 4), KILN_OK);
+			double ps = rgba_psnr(&img, dec, 3);
+			cr_expect_gt(ps, 38.0, "%s blocks at %ux%u: %.2f dB", hard ? "two-colour" : "one-line", bw, bh, ps);
+			free(dec);
+			free(blocks);
+			kiln_image_free(&img);
+		}
+	}
+}
