@@ -1495,10 +1495,11 @@ ASTC_ENC_SEARCH_FN void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_
 }
 
 /* k partitions (3, 4): the `tries` seeds whose patterns best match a k-means clustering,
- * re-ranked by the residual of a line fit per partition, the best `full` searched. */
+ * re-ranked by the residual of a line fit per partition, the best `full` searched; the
+ * fits are made in *scratch. */
 KILN_HD void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_fit *line,
-				   int k, int tries, int full, const astc_enc_effort *ef, astc_symbolic *best,
-				   uint32_t *best_err)
+				   int k, int tries, int full, const astc_enc_effort *ef, astc_enc_fit *scratch,
+				   astc_symbolic *best, uint32_t *best_err)
 {
 	int n = blk->n;
 	uint64_t masks[4][3];
@@ -1511,16 +1512,16 @@ KILN_HD void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block
 		uint32_t sc = (uint32_t)astc_enc_pattern_mismatch_k(ctx, s, k, masks, n);
 		astc_enc_shortlist_add(seeds, scores, &have, tries, s, sc);
 	}
-	astc_enc_fit f;
-	f.parts = k;
-	f.ccs = 4;
+	astc_enc_fit *f = scratch;
+	f->parts = k;
+	f->ccs = 4;
 	const uint64_t(*pl)[ASTC_ENC_SEEDS][2][3] = &ctx->part34[k - 3];
 	for (int t = 0; t < have; t++) {
 		for (int i = 0; i < n; i++)
-			f.part[i] = (uint8_t)(((*pl)[seeds[t]][0][i >> 6] >> (i & 63) & 1u) |
+			f->part[i] = (uint8_t)(((*pl)[seeds[t]][0][i >> 6] >> (i & 63) & 1u) |
 					      (((*pl)[seeds[t]][1][i >> 6] >> (i & 63) & 1u) << 1));
-		astc_enc_fit_lines(blk, &f);
-		scores[t] = f.resid[0] + f.resid[1] + f.resid[2] + f.resid[3];
+		astc_enc_fit_lines(blk, f);
+		scores[t] = f->resid[0] + f->resid[1] + f->resid[2] + f->resid[3];
 	}
 	for (int j = 0; j < full && j < have && *best_err > 0; j++) {
 		int bi = j;
@@ -1536,10 +1537,10 @@ KILN_HD void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block
 		seeds[j] = sd;
 		scores[j] = sc;
 		for (int i = 0; i < n; i++)
-			f.part[i] = (uint8_t)(((*pl)[sd][0][i >> 6] >> (i & 63) & 1u) |
+			f->part[i] = (uint8_t)(((*pl)[sd][0][i >> 6] >> (i & 63) & 1u) |
 					      (((*pl)[sd][1][i >> 6] >> (i & 63) & 1u) << 1));
-		astc_enc_fit_lines(blk, &f);
-		astc_enc_search(ctx, blk, &f, sd, ef, best, best_err);
+		astc_enc_fit_lines(blk, f);
+		astc_enc_search(ctx, blk, f, sd, ef, best, best_err);
 	}
 }
 
@@ -1576,8 +1577,14 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 
 	/* a second weight plane for the channel farthest from the line (all that vary at
 	 * high) */
+	/* one scratch fit for every other partitioning (a fit is most of a GPU thread's
+	 * local memory) */
+	astc_enc_fit alt;
 	if (best_err > (uint32_t)(ef.dual_gate * n)) {
-		astc_enc_fit f1 = fit;
+		astc_enc_fit *f1 = &alt;
+		f1->parts = 1;
+		for (int i = 0; i < n; i++)
+			f1->part[i] = 0;
 		int order[4] = {0, 1, 2, 3};
 		for (int a = 1; a < 4; a++)
 			for (int b = a; b > 0 && fit.resid[order[b]] > fit.resid[order[b - 1]]; b--) {
@@ -1588,9 +1595,9 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 		for (int t = 0; t < ef.dual_tries && best_err > 0; t++) {
 			if (fit.resid[order[t]] == 0)
 				break;
-			f1.ccs = order[t];
-			astc_enc_fit_lines(blk, &f1);
-			astc_enc_search(ctx, blk, &f1, 0, &ef, &best, &best_err);
+			f1->ccs = order[t];
+			astc_enc_fit_lines(blk, f1);
+			astc_enc_search(ctx, blk, f1, 0, &ef, &best, &best_err);
 		}
 	}
 
@@ -1609,14 +1616,14 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 			uint32_t sc = (uint32_t)astc_enc_pattern_mismatch(ctx, s, labels, n);
 			astc_enc_shortlist_add(seeds, scores, &have, tries, s, sc);
 		}
-		astc_enc_fit f2;
-		f2.parts = 2;
-		f2.ccs = 4;
+		astc_enc_fit *f2 = &alt;
+		f2->parts = 2;
+		f2->ccs = 4;
 		for (int t = 0; t < have; t++) {
 			for (int i = 0; i < n; i++)
-				f2.part[i] = (uint8_t)((ctx->part2[seeds[t]][i >> 6] >> (i & 63)) & 1u);
-			astc_enc_fit_lines(blk, &f2);
-			scores[t] = f2.resid[0] + f2.resid[1] + f2.resid[2] + f2.resid[3];
+				f2->part[i] = (uint8_t)((ctx->part2[seeds[t]][i >> 6] >> (i & 63)) & 1u);
+			astc_enc_fit_lines(blk, f2);
+			scores[t] = f2->resid[0] + f2->resid[1] + f2->resid[2] + f2->resid[3];
 		}
 		/* stable selection of the `full` lowest residuals */
 		for (int k = 0; k < full && k < have; k++) {
@@ -1633,32 +1640,32 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 			seeds[k] = sd;
 			scores[k] = sc;
 			for (int i = 0; i < n; i++)
-				f2.part[i] = (uint8_t)((ctx->part2[sd][i >> 6] >> (i & 63)) & 1u);
-			astc_enc_fit_lines(blk, &f2);
-			astc_enc_search(ctx, blk, &f2, sd, &ef, &best, &best_err);
+				f2->part[i] = (uint8_t)((ctx->part2[sd][i >> 6] >> (i & 63)) & 1u);
+			astc_enc_fit_lines(blk, f2);
+			astc_enc_search(ctx, blk, f2, sd, &ef, &best, &best_err);
 		}
 		/* the best-fitting seed with a second weight plane for the channel farthest
 		 * from its lines */
 		if (ef.dual2 && have > 0 && best_err > gate) {
 			for (int i = 0; i < n; i++)
-				f2.part[i] = (uint8_t)((ctx->part2[seeds[0]][i >> 6] >> (i & 63)) & 1u);
-			astc_enc_fit_lines(blk, &f2);
+				f2->part[i] = (uint8_t)((ctx->part2[seeds[0]][i >> 6] >> (i & 63)) & 1u);
+			astc_enc_fit_lines(blk, f2);
 			int far = 0;
 			for (int c = 1; c < 4; c++)
-				if (f2.resid[c] > f2.resid[far])
+				if (f2->resid[c] > f2->resid[far])
 					far = c;
-			if (f2.resid[far] > 0) {
-				f2.ccs = far;
-				astc_enc_fit_lines(blk, &f2);
-				astc_enc_search(ctx, blk, &f2, seeds[0], &ef, &best, &best_err);
+			if (f2->resid[far] > 0) {
+				f2->ccs = far;
+				astc_enc_fit_lines(blk, f2);
+				astc_enc_search(ctx, blk, f2, seeds[0], &ef, &best, &best_err);
 			}
 		}
 	}
 	if (ef.tries3 > 0 && best_err > gate)
-		astc_enc_search_parts(ctx, blk, &fit, 3, ef.tries3, ef.full3, &ef, &best, &best_err);
+		astc_enc_search_parts(ctx, blk, &fit, 3, ef.tries3, ef.full3, &ef, &alt, &best, &best_err);
 	if (ef.tries4 > 0 && best_err > gate &&
 	    (ef.p4_mult == 0 || best_err > ef.p4_mult * gate || (best.kind == ASTC_KIND_NORMAL && best.partitions == 3)))
-		astc_enc_search_parts(ctx, blk, &fit, 4, ef.tries4, ef.full4, &ef, &best, &best_err);
+		astc_enc_search_parts(ctx, blk, &fit, 4, ef.tries4, ef.full4, &ef, &alt, &best, &best_err);
 	astc_pack(&best, out);
 }
 
