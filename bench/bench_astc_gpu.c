@@ -2,7 +2,10 @@
  * kiln_astc_encode_gpu on a batch of 32 Kodak images resident on the device, at 4x4, 6x6
  * and 8x8, fast / medium / high, with the kernel's registers, local memory and occupancy,
  * and a check that the GPU's blocks equal the CPU's (the first two block rows of the first
- * image, encoded on the CPU as a surface of their own: inner blocks see the same texels). */
+ * image, encoded on the CPU as a surface of their own: inner blocks see the same texels).
+ * Environment (comma-separated lists, default all), to keep device runs short:
+ *   KILN_BENCH_ASTCGPU_FOOTPRINTS=4x4,6x6     of 4x4, 6x6, 8x8
+ *   KILN_BENCH_ASTCGPU_QUALITIES=fast,medium  of fast, medium, high */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +142,14 @@ static kiln_status run_init(astc_gpu_run *g, bench_gpu_batch *batch, uint32_t bw
 	return KILN_OK;
 }
 
+static bool selected(uint32_t bw, uint32_t bh, int q)
+{
+	char fp[16];
+	snprintf(fp, sizeof fp, "%ux%u", bw, bh);
+	return bench_env_lists("KILN_BENCH_ASTCGPU_FOOTPRINTS", fp, true) &&
+	       bench_env_lists("KILN_BENCH_ASTCGPU_QUALITIES", kiln_quality_name((kiln_quality)q), true);
+}
+
 int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *report)
 {
 	if (kiln_gpu_count() == 0) {
@@ -179,6 +190,8 @@ int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *r
 	}
 	for (int q = KILN_QUALITY_FAST; q <= KILN_QUALITY_HIGH; q++) { /* fastest first */
 		for (size_t f = 0; f < sizeof fps / sizeof fps[0]; f++) {
+			if (!selected(fps[f][0], fps[f][1], q))
+				continue;
 			char what[160], cell[48];
 			astc_gpu_run g;
 			snprintf(what, sizeof what, "ASTC %ux%u %s, kernel only, batch of %d", fps[f][0], fps[f][1],
