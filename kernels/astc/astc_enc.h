@@ -988,6 +988,23 @@ KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint
 	return err;
 }
 
+/* Whether texel i's infill reads grid point j of g (with a non-zero factor), and then
+ * its weight from the grid weights gq. */
+KILN_HD int astc_enc_reads_point(const astc_enc_grid *g, const uint8_t *gq, int i, int j, int *w)
+{
+	if (g->full) {
+		*w = gq[j];
+		return i == j;
+	}
+	const astc_infill_tap *t = &g->taps[i];
+	if (!((t->idx[0] == j && t->fac[0]) || (t->idx[1] == j && t->fac[1]) || (t->idx[2] == j && t->fac[2]) ||
+	      (t->idx[3] == j && t->fac[3])))
+		return 0;
+	*w = (8 + gq[t->idx[0]] * t->fac[0] + gq[t->idx[1]] * t->fac[1] + gq[t->idx[2]] * t->fac[2] +
+	      gq[t->idx[3]] * t->fac[3]) >> 4;
+	return 1;
+}
+
 /* Local search on a finished encoding: moves each grid weight, then each colour value, one
  * quantisation level up or down while the exact error falls (at most `passes` sweeps).
  * Per-texel errors are kept so that a move re-evaluates only the texels it touches.
@@ -1026,40 +1043,21 @@ KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *
 					gq[pl][j] = astc_weight_unquant[wr][nc];
 					/* the error of the texels whose infill reads grid point j */
 					int64_t delta = 0;
-					for (int i = 0; i < n; i++) {
-						const astc_infill_tap *t = &g->taps[i];
+					int lo = g->full ? j : 0, hi = g->full ? j + 1 : n;
+					for (int i = lo; i < hi; i++) {
 						int w;
-						if (g->full) {
-							if (i != j)
-								continue;
-							w = gq[pl][j];
-						} else {
-							if (!((t->idx[0] == j && t->fac[0]) || (t->idx[1] == j && t->fac[1]) ||
-							      (t->idx[2] == j && t->fac[2]) || (t->idx[3] == j && t->fac[3])))
-								continue;
-							w = (8 + gq[pl][t->idx[0]] * t->fac[0] + gq[pl][t->idx[1]] * t->fac[1] +
-							     gq[pl][t->idx[2]] * t->fac[2] + gq[pl][t->idx[3]] * t->fac[3]) >> 4;
-						}
+						if (!astc_enc_reads_point(g, gq[pl], i, j, &w))
+							continue;
 						int w0 = pl == 0 ? w : W[0][i], w1 = pl == 1 || !dual ? w : W[1][i];
 						delta += (int64_t)astc_enc_texel_err(blk, i, lut[part[i]], w0, w1, ccs) - terr[i];
 					}
 					if (delta < 0) {
 						/* accept: commit the texels' weights and errors */
 						s->weights[pl][j] = nc;
-						for (int i = 0; i < n; i++) {
-							const astc_infill_tap *t = &g->taps[i];
+						for (int i = lo; i < hi; i++) {
 							int w;
-							if (g->full) {
-								if (i != j)
-									continue;
-								w = gq[pl][j];
-							} else {
-								if (!((t->idx[0] == j && t->fac[0]) || (t->idx[1] == j && t->fac[1]) ||
-								      (t->idx[2] == j && t->fac[2]) || (t->idx[3] == j && t->fac[3])))
-									continue;
-								w = (8 + gq[pl][t->idx[0]] * t->fac[0] + gq[pl][t->idx[1]] * t->fac[1] +
-								     gq[pl][t->idx[2]] * t->fac[2] + gq[pl][t->idx[3]] * t->fac[3]) >> 4;
-							}
+							if (!astc_enc_reads_point(g, gq[pl], i, j, &w))
+								continue;
 							W[pl][i] = (uint8_t)w;
 							if (!dual)
 								W[1][i] = (uint8_t)w;
