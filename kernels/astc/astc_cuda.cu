@@ -1,6 +1,13 @@
 // The CUDA backend of ASTC: one kernel launch per batch over the blocks of all its surfaces,
-// one thread per block running astc_encode_block of astc_enc.h, the function the CPU
-// backend runs, on the texels astc_enc_load gives it: same input, same bytes.
+// one thread per block running the stages of astc_encode_block (astc_enc.h), the functions
+// the CPU backend runs, on the texels astc_enc_load gives it: same input, same bytes.
+//
+// Most blocks want only the first stage (one partition, one plane) and some want the
+// later ones (second plane; 2-4 partitions), which cost as much again each: run block by
+// block, a warp would wait on its slowest block at every stage. Each CTA therefore takes
+// a run of ASTC_GPU_CHUNK blocks, runs the first stage over all of them, lists in shared
+// memory the blocks that want the next stage, runs that stage over the list with every
+// thread, and so on: the threads of a stage all do that stage's work.
 //
 // The per-footprint encoder context (astc_enc_ctx: block modes, infill taps, partition
 // patterns, ~200 KB) is built on the host by astc_enc_ctx_init and copied once per device
@@ -32,6 +39,11 @@ extern "C" {
 #endif
 #ifndef ASTC_GPU_MIN_CTAS
 #define ASTC_GPU_MIN_CTAS 0
+#endif
+// Blocks per CTA (4 a thread): enough for a later stage's list to keep most threads busy,
+// few enough for a batch to make several waves of CTAs (a short last wave).
+#ifndef ASTC_GPU_CHUNK
+#define ASTC_GPU_CHUNK (4 * ASTC_GPU_THREADS)
 #endif
 #define ASTC_FOOTPRINTS 14
 #define ASTC_MAX_DEVICES 64
@@ -166,23 +178,89 @@ __device__ static void store_block(uint8_t *dst, const uint8_t out[16])
 #define ASTC_GPU_BOUNDS __launch_bounds__(ASTC_GPU_THREADS)
 #endif
 
+// Where block b of the batch comes from and goes to.
+__device__ static uint8_t *locate_block(const astc_enc_ctx *ctx, const astc_gpu_surface *surf, uint32_t count,
+					uint64_t b, int srgb, astc_enc_block *blk)
+{
+	const astc_gpu_surface *d = &surf[kiln_find_first_block(surf, count, b)];
+	uint64_t local = b - d->first_block;
+	uint32_t bx = (uint32_t)(local % d->blocks_x), by = (uint32_t)(local / d->blocks_x);
+	kiln_surface s = d->surf;
+	astc_enc_load(&s, bx, by, ctx->bw, ctx->bh, srgb, blk);
+	return d->dst + local * KILN_ASTC_BLOCK_BYTES;
+}
+
+__device__ static void load_block(const uint8_t *src, uint8_t out[16])
+{
+	if (((uintptr_t)src & 15) == 0) {
+		uint4 v = *(const uint4 *)src;
+		memcpy(out, &v, 16);
+	} else {
+		for (int i = 0; i < 16; i++)
+			out[i] = src[i];
+	}
+}
+
+// The blocks of one CTA that want a stage: their index in the CTA's run and their error.
+struct astc_gpu_list {
+	uint32_t count;
+	uint16_t at[ASTC_GPU_CHUNK];
+	uint32_t err[ASTC_GPU_CHUNK];
+};
+
+// Puts block `at` of the run on the list of the first stage after `done` that it wants.
+__device__ static void want_next(astc_gpu_list *lists, const astc_enc_effort *ef, int done, int n, uint32_t at,
+				 uint32_t err)
+{
+	for (int stage = done + 1; stage < ASTC_ENC_STAGES; stage++) {
+		if (astc_enc_stage_wanted(ef, stage, n, err)) {
+			astc_gpu_list *l = &lists[stage - 1];
+			uint32_t k = atomicAdd(&l->count, 1u);
+			l->at[k] = (uint16_t)at;
+			l->err[k] = err;
+			return;
+		}
+	}
+}
+
+// Blocks [blockIdx.x * ASTC_GPU_CHUNK, + ASTC_GPU_CHUNK) of the batch, stage by stage.
+// The order of a list depends on timing; each block's stages do not.
 template <int fixed_quality>
 __global__ void ASTC_GPU_BOUNDS
 astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
 		   uint32_t count, uint64_t total, int srgb, int runtime_quality)
 {
+	__shared__ astc_gpu_list lists[ASTC_ENC_STAGES - 1];
 	int quality = fixed_quality >= 0 ? fixed_quality : runtime_quality;
-	uint64_t step = (uint64_t)gridDim.x * blockDim.x;
-	for (uint64_t b = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; b < total; b += step) {
-		const astc_gpu_surface *d = &surf[kiln_find_first_block(surf, count, b)];
-		uint64_t local = b - d->first_block;
-		uint32_t bx = (uint32_t)(local % d->blocks_x), by = (uint32_t)(local / d->blocks_x);
-		kiln_surface s = d->surf;
+	astc_enc_effort ef;
+	astc_enc_effort_of(quality, &ef);
+	uint64_t first = (uint64_t)blockIdx.x * ASTC_GPU_CHUNK;
+	uint32_t run = (uint32_t)(total - first < ASTC_GPU_CHUNK ? total - first : ASTC_GPU_CHUNK);
+	if (threadIdx.x < ASTC_ENC_STAGES - 1)
+		lists[threadIdx.x].count = 0;
+	__syncthreads();
+	for (uint32_t at = threadIdx.x; at < run; at += blockDim.x) {
 		astc_enc_block blk;
-		astc_enc_load(&s, bx, by, ctx->bw, ctx->bh, srgb, &blk);
+		uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
 		uint8_t out[16];
-		astc_encode_block(ctx, &blk, quality, out);
-		store_block(d->dst + local * KILN_ASTC_BLOCK_BYTES, out);
+		uint32_t err;
+		astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, out, &err);
+		store_block(dst, out);
+		want_next(lists, &ef, ASTC_ENC_STAGE_ONE, blk.n, at, err);
+	}
+	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++) {
+		__syncthreads();
+		const astc_gpu_list *l = &lists[stage - 1];
+		for (uint32_t k = threadIdx.x; k < l->count; k += blockDim.x) {
+			uint32_t at = l->at[k], err = l->err[k];
+			astc_enc_block blk;
+			uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
+			uint8_t out[16];
+			load_block(dst, out);
+			astc_encode_stage(ctx, &blk, &ef, stage, out, &err);
+			store_block(dst, out);
+			want_next(lists, &ef, stage, blk.n, at, err);
+		}
 	}
 }
 
@@ -247,9 +325,9 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 	if (st != KILN_OK)
 		return st;
 
-	// One thread per block and no grid-stride cap: the per-block cost varies a lot, and
+	// A CTA per run of blocks and no grid-stride cap: the cost of a run varies a lot, and
 	// the hardware scheduler balances many short CTAs better than a loop would.
-	uint64_t need = (total + ASTC_GPU_THREADS - 1) / ASTC_GPU_THREADS;
+	uint64_t need = (total + ASTC_GPU_CHUNK - 1) / ASTC_GPU_CHUNK;
 	unsigned grid = (unsigned)(need < 0x7fffffffu ? need : 0x7fffffffu);
 	int srgb = params->srgb != 0;
 	int q = (int)params->quality;

@@ -1551,43 +1551,70 @@ KILN_HD void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block
 	}
 }
 
-/* Encodes one block into 16 bytes. */
-KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *blk, int quality,
-			       uint8_t *out)
+/* A block's search in stages, each a function of the block and the error so far, so that
+ * a GPU can run every block's first stage and then only the blocks that want a later one
+ * side by side (astc_cuda.cu) while the CPU runs them one after the other:
+ *  - ONE: a void extent for a constant block, else one partition with one plane;
+ *  - DUAL: one partition with a second plane;
+ *  - PARTS: 2, 3 and 4 partitions.
+ * A later stage replaces the block's encoding only with a closer one, as one search over
+ * every candidate would. */
+enum { ASTC_ENC_STAGE_ONE, ASTC_ENC_STAGE_DUAL, ASTC_ENC_STAGE_PARTS, ASTC_ENC_STAGES };
+
+/* Whether a later stage can change a block of n texels whose error so far is err. */
+KILN_HD int astc_enc_stage_wanted(const astc_enc_effort *ef, int stage, int n, uint32_t err)
+{
+	if (stage == ASTC_ENC_STAGE_DUAL)
+		return ef->dual_tries > 0 && err > (uint32_t)(ef->dual_gate * n) && err > 0;
+	return err > 0 && ((ef->p2_tries > 0 && err > (uint32_t)(ef->p2_gate * n)) ||
+			   ((ef->tries3 > 0 || ef->tries4 > 0) && err > (uint32_t)(ef->gate * n)));
+}
+
+/* Runs one stage of a block's search. ONE encodes the block into out (16 bytes) and sets
+ * *err to its squared error (0 for a void extent); a later stage takes out and *err as
+ * they are and replaces them when it finds a closer encoding. */
+#ifdef __CUDACC__
+#define ASTC_ENC_STAGE_FN static __host__ __device__ __noinline__
+#else
+#define ASTC_ENC_STAGE_FN KILN_HD
+#endif
+ASTC_ENC_STAGE_FN void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
+					 const astc_enc_effort *ef, int stage, uint8_t *out, uint32_t *err)
 {
 	astc_symbolic best;
 	best.kind = ASTC_KIND_NORMAL;
 	best.partitions = 1;
 	int n = blk->n;
-	int constant = 1;
-	for (int i = 1; i < n && constant; i++)
-		for (int k = 0; k < 4; k++)
-			constant &= blk->px[i][k] == blk->px[0][k];
-	if (constant) {
-		best.kind = ASTC_KIND_VOID;
-		for (int k = 0; k < 4; k++)
-			best.void_color[k] = (uint16_t)(blk->px[0][k] * 257);
-		astc_pack(&best, out);
-		return;
+	if (stage == ASTC_ENC_STAGE_ONE) {
+		int constant = 1;
+		for (int i = 1; i < n && constant; i++)
+			for (int k = 0; k < 4; k++)
+				constant &= blk->px[i][k] == blk->px[0][k];
+		if (constant) {
+			best.kind = ASTC_KIND_VOID;
+			for (int k = 0; k < 4; k++)
+				best.void_color[k] = (uint16_t)(blk->px[0][k] * 257);
+			astc_pack(&best, out);
+			*err = 0;
+			return;
+		}
 	}
-	uint32_t best_err = UINT32_MAX;
-	astc_enc_effort ef;
-	astc_enc_effort_of(quality, &ef);
-
+	/* the line of the whole block: searched at ONE, the start of the later stages */
+	uint32_t best_err = stage == ASTC_ENC_STAGE_ONE ? UINT32_MAX : *err;
 	astc_enc_fit fit;
 	fit.parts = 1;
 	fit.ccs = 4;
 	for (int i = 0; i < n; i++)
 		fit.part[i] = 0;
 	astc_enc_fit_lines(blk, &fit);
-	astc_enc_search(ctx, blk, &fit, 0, &ef, &best, &best_err);
-
-	/* a second weight plane for the channel farthest from the line (all that vary at
-	 * high) */
 	/* one scratch fit for every other partitioning (a fit is most of a GPU thread's
 	 * local memory) */
 	astc_enc_fit alt;
-	if (best_err > (uint32_t)(ef.dual_gate * n)) {
+	if (stage == ASTC_ENC_STAGE_ONE) {
+		astc_enc_search(ctx, blk, &fit, 0, ef, &best, &best_err);
+	} else if (stage == ASTC_ENC_STAGE_DUAL) {
+		/* a second weight plane for the channel farthest from the line (all that vary
+		 * at high) */
 		astc_enc_fit *f1 = &alt;
 		f1->parts = 1;
 		for (int i = 0; i < n; i++)
@@ -1599,81 +1626,97 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 				order[b] = order[b - 1];
 				order[b - 1] = t;
 			}
-		for (int t = 0; t < ef.dual_tries && best_err > 0; t++) {
+		for (int t = 0; t < ef->dual_tries && best_err > 0; t++) {
 			if (fit.resid[order[t]] == 0)
 				break;
 			f1->ccs = order[t];
 			astc_enc_fit_lines(blk, f1);
-			astc_enc_search(ctx, blk, f1, 0, &ef, &best, &best_err);
+			astc_enc_search(ctx, blk, f1, 0, ef, &best, &best_err);
 		}
-	}
-
-	uint32_t gate = (uint32_t)(ef.gate * n);
-	/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
-	 * the residual of a line fit per partition; the best few searched in full */
-	int tries = ef.p2_tries, full = ef.p2_full;
-	if (tries > 0 && best_err > (uint32_t)(ef.p2_gate * n)) {
-		uint64_t labels[3];
-		astc_enc_two_means(blk, &fit, labels);
-		int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
-		uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
-		for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
-			if (!ctx->part2_ok[s])
-				continue;
-			uint32_t sc = (uint32_t)astc_enc_pattern_mismatch(ctx, s, labels, n);
-			astc_enc_shortlist_add(seeds, scores, &have, tries, s, sc);
-		}
-		astc_enc_fit *f2 = &alt;
-		f2->parts = 2;
-		f2->ccs = 4;
-		for (int t = 0; t < have; t++) {
-			for (int i = 0; i < n; i++)
-				f2->part[i] = (uint8_t)((ctx->part2[seeds[t]][i >> 6] >> (i & 63)) & 1u);
-			astc_enc_fit_lines(blk, f2);
-			scores[t] = f2->resid[0] + f2->resid[1] + f2->resid[2] + f2->resid[3];
-		}
-		/* stable selection of the `full` lowest residuals */
-		for (int k = 0; k < full && k < have; k++) {
-			int bi = k;
-			for (int t = k + 1; t < have; t++)
-				if (scores[t] < scores[bi])
-					bi = t;
-			int sd = seeds[bi];
-			uint32_t sc = scores[bi];
-			for (int t = bi; t > k; t--) {
-				seeds[t] = seeds[t - 1];
-				scores[t] = scores[t - 1];
+	} else {
+		uint32_t gate = (uint32_t)(ef->gate * n);
+		/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
+		 * the residual of a line fit per partition; the best few searched in full */
+		int tries = ef->p2_tries, full = ef->p2_full;
+		if (tries > 0 && best_err > (uint32_t)(ef->p2_gate * n)) {
+			uint64_t labels[3];
+			astc_enc_two_means(blk, &fit, labels);
+			int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
+			uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
+			for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
+				if (!ctx->part2_ok[s])
+					continue;
+				uint32_t sc = (uint32_t)astc_enc_pattern_mismatch(ctx, s, labels, n);
+				astc_enc_shortlist_add(seeds, scores, &have, tries, s, sc);
 			}
-			seeds[k] = sd;
-			scores[k] = sc;
-			for (int i = 0; i < n; i++)
-				f2->part[i] = (uint8_t)((ctx->part2[sd][i >> 6] >> (i & 63)) & 1u);
-			astc_enc_fit_lines(blk, f2);
-			astc_enc_search(ctx, blk, f2, sd, &ef, &best, &best_err);
-		}
-		/* the best-fitting seed with a second weight plane for the channel farthest
-		 * from its lines */
-		if (ef.dual2 && have > 0 && best_err > gate) {
-			for (int i = 0; i < n; i++)
-				f2->part[i] = (uint8_t)((ctx->part2[seeds[0]][i >> 6] >> (i & 63)) & 1u);
-			astc_enc_fit_lines(blk, f2);
-			int far = 0;
-			for (int c = 1; c < 4; c++)
-				if (f2->resid[c] > f2->resid[far])
-					far = c;
-			if (f2->resid[far] > 0) {
-				f2->ccs = far;
+			astc_enc_fit *f2 = &alt;
+			f2->parts = 2;
+			f2->ccs = 4;
+			for (int t = 0; t < have; t++) {
+				for (int i = 0; i < n; i++)
+					f2->part[i] = (uint8_t)((ctx->part2[seeds[t]][i >> 6] >> (i & 63)) & 1u);
 				astc_enc_fit_lines(blk, f2);
-				astc_enc_search(ctx, blk, f2, seeds[0], &ef, &best, &best_err);
+				scores[t] = f2->resid[0] + f2->resid[1] + f2->resid[2] + f2->resid[3];
+			}
+			/* stable selection of the `full` lowest residuals */
+			for (int k = 0; k < full && k < have; k++) {
+				int bi = k;
+				for (int t = k + 1; t < have; t++)
+					if (scores[t] < scores[bi])
+						bi = t;
+				int sd = seeds[bi];
+				uint32_t sc = scores[bi];
+				for (int t = bi; t > k; t--) {
+					seeds[t] = seeds[t - 1];
+					scores[t] = scores[t - 1];
+				}
+				seeds[k] = sd;
+				scores[k] = sc;
+				for (int i = 0; i < n; i++)
+					f2->part[i] = (uint8_t)((ctx->part2[sd][i >> 6] >> (i & 63)) & 1u);
+				astc_enc_fit_lines(blk, f2);
+				astc_enc_search(ctx, blk, f2, sd, ef, &best, &best_err);
+			}
+			/* the best-fitting seed with a second weight plane for the channel farthest
+			 * from its lines */
+			if (ef->dual2 && have > 0 && best_err > gate) {
+				for (int i = 0; i < n; i++)
+					f2->part[i] = (uint8_t)((ctx->part2[seeds[0]][i >> 6] >> (i & 63)) & 1u);
+				astc_enc_fit_lines(blk, f2);
+				int far = 0;
+				for (int c = 1; c < 4; c++)
+					if (f2->resid[c] > f2->resid[far])
+						far = c;
+				if (f2->resid[far] > 0) {
+					f2->ccs = far;
+					astc_enc_fit_lines(blk, f2);
+					astc_enc_search(ctx, blk, f2, seeds[0], ef, &best, &best_err);
+				}
 			}
 		}
+		if (ef->tries3 > 0 && best_err > gate)
+			astc_enc_search_parts(ctx, blk, &fit, 3, ef->tries3, ef->full3, ef, &alt, &best, &best_err);
+		if (ef->tries4 > 0 && best_err > gate &&
+		    (ef->p4_mult == 0 || best_err > ef->p4_mult * gate || (best.kind == ASTC_KIND_NORMAL && best.partitions == 3)))
+			astc_enc_search_parts(ctx, blk, &fit, 4, ef->tries4, ef->full4, ef, &alt, &best, &best_err);
 	}
-	if (ef.tries3 > 0 && best_err > gate)
-		astc_enc_search_parts(ctx, blk, &fit, 3, ef.tries3, ef.full3, &ef, &alt, &best, &best_err);
-	if (ef.tries4 > 0 && best_err > gate &&
-	    (ef.p4_mult == 0 || best_err > ef.p4_mult * gate || (best.kind == ASTC_KIND_NORMAL && best.partitions == 3)))
-		astc_enc_search_parts(ctx, blk, &fit, 4, ef.tries4, ef.full4, &ef, &alt, &best, &best_err);
-	astc_pack(&best, out);
+	if (stage == ASTC_ENC_STAGE_ONE || best_err < *err) {
+		astc_pack(&best, out);
+		*err = best_err;
+	}
+}
+
+/* Encodes one block into 16 bytes: every stage it wants, in order. */
+KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *blk, int quality,
+			       uint8_t *out)
+{
+	astc_enc_effort ef;
+	astc_enc_effort_of(quality, &ef);
+	uint32_t err;
+	astc_encode_stage(ctx, blk, &ef, ASTC_ENC_STAGE_ONE, out, &err);
+	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++)
+		if (astc_enc_stage_wanted(&ef, stage, blk->n, err))
+			astc_encode_stage(ctx, blk, &ef, stage, out, &err);
 }
 
 #endif
