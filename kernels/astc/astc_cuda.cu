@@ -29,11 +29,12 @@ extern "C" {
 #include "kernels/cuda_util.cuh"
 
 // Threads (blocks of texels in flight) per CTA, and the CTAs an SM must hold (0: no
-// bound). Measured on an H100 (batch of 32 Kodak images, same encoder): 64 threads with
-// no bound (96 registers, 9.5 KB stack, 31% occupancy) ran 4x4 fast/medium/high 12-20%
-// faster than 128 x 8 (64 registers, 9.6 KB stack, 50% occupancy), 8x8 fast 11% slower,
-// the rest within 4%. Either way the kernel is bound by local-memory traffic (every
-// thread's ~9.5 KB frame: L1 holds a few threads' worth) and divergence, not registers.
+// bound). Measured on an H100 (batch of 32 Kodak images): with the stage lists, 64
+// threads and no bound (128 registers, 8.6 KB stack, 25% occupancy) ran 4x4 fast 7% and
+// medium 11% faster than 64 x 10 (96 registers, 31%), 8x8 within 5%; before them, 64
+// threads ran 4x4 12-20% faster than 128 x 8 (64 registers, 50%). The kernel is bound by
+// local-memory traffic (every thread's ~8.6 KB frame: L1 holds a few threads' worth),
+// not registers; arrays sized for the footprint (4 KB at 4x4) gained only 6%.
 #ifndef ASTC_GPU_THREADS
 #define ASTC_GPU_THREADS 64
 #endif
