@@ -160,7 +160,7 @@ int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *r
 	snprintf(note, sizeof note,
 		 "Batch of %d Kodak images (24, then the first 8 again) per launch, on the device, "
 		 "linear; device time between events around up to %d launches (about 1 s; one when "
-		 "a launch takes over 0.5 s) after a warm-up. One thread per ASTC block. Kernel: "
+		 "a launch takes over 0.5 s) after a warm-up. A thread per ASTC block and stage. Kernel: "
 		 "registers and local bytes per thread, CTAs per SM (occupancy API) and the share of "
 		 "2048 threads. Check: first two block rows of kodim01 against the CPU.",
 		 BENCH_GPU_BATCH, opts->gpu_launches);
