@@ -1138,6 +1138,25 @@ KILN_HD void astc_enc_shortlist_add(int *ids, uint32_t *scores, int *have, int c
 		(*have)++;
 }
 
+/* Stable selection: moves the first of the lowest scores in places j .. have - 1 to place
+ * j (the others keep their order) and returns its id. */
+KILN_HD int astc_enc_select(int *ids, uint32_t *scores, int have, int j)
+{
+	int bi = j;
+	for (int t = j + 1; t < have; t++)
+		if (scores[t] < scores[bi])
+			bi = t;
+	int id = ids[bi];
+	uint32_t sc = scores[bi];
+	for (int t = bi; t > j; t--) {
+		ids[t] = ids[t - 1];
+		scores[t] = scores[t - 1];
+	}
+	ids[j] = id;
+	scores[j] = sc;
+	return id;
+}
+
 /* Squared error of a 2-means clustering against seed s's pattern (either labelling). */
 KILN_HD int astc_enc_pattern_mismatch(const astc_enc_ctx *ctx, int seed, const uint64_t *labels, int n)
 {
@@ -1531,18 +1550,7 @@ KILN_HD void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block
 		scores[t] = f->resid[0] + f->resid[1] + f->resid[2] + f->resid[3];
 	}
 	for (int j = 0; j < full && j < have && *best_err > 0; j++) {
-		int bi = j;
-		for (int t = j + 1; t < have; t++)
-			if (scores[t] < scores[bi])
-				bi = t;
-		int sd = seeds[bi];
-		uint32_t sc = scores[bi];
-		for (int t = bi; t > j; t--) {
-			seeds[t] = seeds[t - 1];
-			scores[t] = scores[t - 1];
-		}
-		seeds[j] = sd;
-		scores[j] = sc;
+		int sd = astc_enc_select(seeds, scores, have, j);
 		for (int i = 0; i < n; i++)
 			f->part[i] = (uint8_t)(((*pl)[sd][0][i >> 6] >> (i & 63) & 1u) |
 					      (((*pl)[sd][1][i >> 6] >> (i & 63) & 1u) << 1));
@@ -1660,18 +1668,7 @@ ASTC_ENC_STAGE_FN void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc
 			}
 			/* stable selection of the `full` lowest residuals */
 			for (int k = 0; k < full && k < have; k++) {
-				int bi = k;
-				for (int t = k + 1; t < have; t++)
-					if (scores[t] < scores[bi])
-						bi = t;
-				int sd = seeds[bi];
-				uint32_t sc = scores[bi];
-				for (int t = bi; t > k; t--) {
-					seeds[t] = seeds[t - 1];
-					scores[t] = scores[t - 1];
-				}
-				seeds[k] = sd;
-				scores[k] = sc;
+				int sd = astc_enc_select(seeds, scores, have, k);
 				for (int i = 0; i < n; i++)
 					f2->part[i] = (uint8_t)((ctx->part2[sd][i >> 6] >> (i & 63)) & 1u);
 				astc_enc_fit_lines(blk, f2);
