@@ -172,7 +172,6 @@ __device__ static void store_block(uint8_t *dst, const uint8_t out[16])
 #define ASTC_GPU_PER_QUALITY 0
 #endif
 
-// Block b of the batch: encoded exactly as astc_cpu.c's encode_block does it.
 #if ASTC_GPU_MIN_CTAS > 0
 #define ASTC_GPU_BOUNDS __launch_bounds__(ASTC_GPU_THREADS, ASTC_GPU_MIN_CTAS)
 #else
@@ -326,10 +325,14 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 	if (st != KILN_OK)
 		return st;
 
-	// A CTA per run of blocks and no grid-stride cap: the cost of a run varies a lot, and
-	// the hardware scheduler balances many short CTAs better than a loop would.
+	// A CTA per run of blocks and no grid-stride loop: the cost of a run varies a lot,
+	// and the hardware scheduler balances many short CTAs better than a loop would. The
+	// grid's limit (2^31 - 1 CTAs, 5.5e11 blocks, 8.8 TB of output) is past any batch
+	// that fits a device; a larger one is refused rather than left partly unencoded.
 	uint64_t need = (total + ASTC_GPU_CHUNK - 1) / ASTC_GPU_CHUNK;
-	unsigned grid = (unsigned)(need < 0x7fffffffu ? need : 0x7fffffffu);
+	if (need > 0x7fffffffu)
+		return KILN_ERR_INVALID_ARG;
+	unsigned grid = (unsigned)need;
 	int srgb = params->srgb != 0;
 	int q = (int)params->quality;
 	cudaGetLastError(); // so that the check below sees this launch, not an older error
