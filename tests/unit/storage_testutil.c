@@ -373,10 +373,20 @@ static void serve(fault_server *fs, int fd)
 			ok = send_all(fd, zeros, sizeof zeros);
 		break;
 	}
-	case FAULT_SLOW:
+	case FAULT_SLOW: {
+		/* Requests in progress count from their arrival until just before their answer:
+		 * a client sees the answer before it may send another, so a finished request is
+		 * never counted next to the one that replaces it (counting whole connections,
+		 * closed after the answer, saw 5 at a limit of 4 now and then). */
+		int open = atomic_fetch_add(&fs->open_now, 1) + 1;
+		int peak = atomic_load(&fs->open_peak);
+		while (open > peak && !atomic_compare_exchange_weak(&fs->open_peak, &peak, open))
+			;
 		usleep((useconds_t)fs->delay_ms * 1000);
+		atomic_fetch_sub(&fs->open_now, 1);
 		respond_ok(fs, fd, method, target);
 		break;
+	}
 	case FAULT_MULTIPART:
 		if (strcmp(method, "PUT") == 0 && strstr(target, "partNumber=2&"))
 			respond_error(fs, fd, false);
@@ -395,13 +405,8 @@ static void *connection_thread(void *arg)
 {
 	struct connection *c = arg;
 	fault_server *fs = c->fs;
-	int open = atomic_fetch_add(&fs->open_now, 1) + 1;
-	int peak = atomic_load(&fs->open_peak);
-	while (open > peak && !atomic_compare_exchange_weak(&fs->open_peak, &peak, open))
-		;
 	serve(fs, c->fd);
 	close(c->fd);
-	atomic_fetch_sub(&fs->open_now, 1);
 	free(c);
 	return NULL;
 }

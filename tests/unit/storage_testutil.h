@@ -72,7 +72,7 @@ typedef struct fault_server {
 	atomic_int requests;
 	atomic_int aborts;
 	atomic_int completes;
-	atomic_int open_now;    /* connections being served */
+	atomic_int open_now;    /* FAULT_SLOW requests in progress (see serve) */
 	atomic_int open_peak;
 	pthread_t workers[FAULT_MAX_CONNECTIONS];
 	int worker_count;
