@@ -16,6 +16,16 @@
 #define KILN_HD_CONST static const
 #endif
 
+/* Put before a loop whose trip count is only known at run time to keep nvcc from
+ * unrolling it. Where the threads of a warp run a long search along different paths (the
+ * ASTC encoder), the code they run at once outgrows the instruction cache and fetching
+ * it becomes the limit; rolled loops keep that code small. */
+#ifdef __CUDACC__
+#define KILN_ROLLED _Pragma("unroll 1")
+#else
+#define KILN_ROLLED
+#endif
+
 /* One image (or one mip level) as the codecs read it: RGBA8 rows of `stride` bytes. The
  * pointer is host memory for CPU backends and device memory for GPU backends. */
 typedef struct kiln_surface {

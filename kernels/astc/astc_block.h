@@ -53,7 +53,7 @@ ASTC_TABLE astc_range astc_ranges[ASTC_RANGES] = {
 KILN_HD uint32_t astc_bits_get(const uint8_t *b, int pos, int n, int end)
 {
 	uint32_t v = 0;
-	for (int i = 0; i < n; i++) {
+	KILN_ROLLED for (int i = 0; i < n; i++) {
 		int p = pos + i;
 		if (p >= end || p >= 128)
 			break;
@@ -65,7 +65,7 @@ KILN_HD uint32_t astc_bits_get(const uint8_t *b, int pos, int n, int end)
 /* ORs n bits of v in at pos (the block starts zeroed). */
 KILN_HD void astc_bits_put(uint8_t *b, int pos, int n, uint32_t v)
 {
-	for (int i = 0; i < n; i++) {
+	KILN_ROLLED for (int i = 0; i < n; i++) {
 		int p = pos + i;
 		if (p < 128)
 			b[p >> 3] |= (uint8_t)(((v >> i) & 1u) << (p & 7));
@@ -176,16 +176,16 @@ KILN_HD void astc_bise_decode(const uint8_t *b, int pos, int r, int count, uint8
 	int nb = q->bits;
 	int end = pos + astc_bise_bits(r, count);
 	if (!q->trits && !q->quints) {
-		for (int i = 0; i < count; i++)
+		KILN_ROLLED for (int i = 0; i < count; i++)
 			out[i] = (uint8_t)astc_bits_get(b, pos + i * nb, nb, end);
 		return;
 	}
 	int group = q->trits ? 5 : 3;
 	const uint8_t *split = q->trits ? astc_trit_split : astc_quint_split;
-	for (int g = 0; g < count; g += group) {
+	KILN_ROLLED for (int g = 0; g < count; g += group) {
 		uint32_t m[5], packed = 0;
 		int shift = 0;
-		for (int i = 0; i < group; i++) {
+		KILN_ROLLED for (int i = 0; i < group; i++) {
 			m[i] = astc_bits_get(b, pos, nb, end);
 			pos += nb;
 			packed |= astc_bits_get(b, pos, split[i], end) << shift;
@@ -197,7 +197,7 @@ KILN_HD void astc_bise_decode(const uint8_t *b, int pos, int r, int count, uint8
 			astc_trit_decode(packed, hi);
 		else
 			astc_quint_decode(packed, hi);
-		for (int i = 0; i < group && g + i < count; i++)
+		KILN_ROLLED for (int i = 0; i < group && g + i < count; i++)
 			out[g + i] = (uint8_t)((hi[i] << nb) | m[i]);
 	}
 }
@@ -209,21 +209,21 @@ KILN_HD void astc_bise_encode(uint8_t *b, int pos, int r, int count, const uint8
 	int nb = q->bits;
 	int end = pos + astc_bise_bits(r, count);
 	if (!q->trits && !q->quints) {
-		for (int i = 0; i < count; i++)
+		KILN_ROLLED for (int i = 0; i < count; i++)
 			astc_bits_put(b, pos + i * nb, nb, vals[i]);
 		return;
 	}
 	int group = q->trits ? 5 : 3;
 	const uint8_t *split = q->trits ? astc_trit_split : astc_quint_split;
-	for (int g = 0; g < count; g += group) {
+	KILN_ROLLED for (int g = 0; g < count; g += group) {
 		uint32_t idx = 0, mul = 1, packed;
-		for (int i = 0; i < group; i++) {
+		KILN_ROLLED for (int i = 0; i < group; i++) {
 			uint32_t hi = g + i < count ? (uint32_t)vals[g + i] >> nb : 0;
 			idx += hi * mul;
 			mul *= q->trits ? 3u : 5u;
 		}
 		packed = q->trits ? astc_trit_enc[idx] : astc_quint_enc[idx];
-		for (int i = 0; i < group; i++) {
+		KILN_ROLLED for (int i = 0; i < group; i++) {
 			uint32_t lo = g + i < count ? vals[g + i] & ((1u << nb) - 1u) : 0;
 			if (pos < end)
 				astc_bits_put(b, pos, nb, lo);
@@ -313,7 +313,7 @@ KILN_HD int astc_mode_decode(uint32_t m, int bw, int bh, astc_mode *out)
 /* The largest colour range whose `values` integers fit in `bits`; -1 if not even 0..5. */
 KILN_HD int astc_color_range(int values, int bits)
 {
-	for (int r = ASTC_RANGES - 1; r >= ASTC_MIN_COLOR_RANGE; r--)
+	KILN_ROLLED for (int r = ASTC_RANGES - 1; r >= ASTC_MIN_COLOR_RANGE; r--)
 		if (astc_bise_bits(r, values) <= bits)
 			return r;
 	return -1;
@@ -422,7 +422,7 @@ KILN_HD void astc_set4_bc(int *e, int r, int g, int b, int a)
 KILN_HD int astc_decode_endpoints(int cem, const uint8_t *vin, int *e0, int *e1)
 {
 	int v[8];
-	for (int i = 0; i < astc_cem_values(cem); i++)
+	KILN_ROLLED for (int i = 0; i < astc_cem_values(cem); i++)
 		v[i] = vin[i];
 	switch (cem) {
 	case 0:
@@ -595,7 +595,7 @@ KILN_HD void astc_unpack(const uint8_t *blk, int bw, int bh, astc_symbolic *s)
 		uint32_t field = astc_bits_get(blk, 23, 6, 128);
 		color_pos = 29;
 		if ((field & 3u) == 0) {
-			for (int p = 0; p < parts; p++)
+			KILN_ROLLED for (int p = 0; p < parts; p++)
 				s->cem[p] = (uint8_t)(field >> 2);
 			config = 29;
 		} else {
@@ -603,7 +603,7 @@ KILN_HD void astc_unpack(const uint8_t *blk, int bw, int bh, astc_symbolic *s)
 			below -= extra;
 			field |= astc_bits_get(blk, below, extra, 128) << 6;
 			int base = (int)(field & 3u) - 1;
-			for (int p = 0; p < parts; p++) {
+			KILN_ROLLED for (int p = 0; p < parts; p++) {
 				int cls = base + (int)((field >> (2 + p)) & 1u);
 				int low = (int)((field >> (2 + parts + 2 * p)) & 3u);
 				s->cem[p] = (uint8_t)(cls * 4 + low);
@@ -619,7 +619,7 @@ KILN_HD void astc_unpack(const uint8_t *blk, int bw, int bh, astc_symbolic *s)
 		s->ccs = 0;
 	}
 	int values = 0;
-	for (int p = 0; p < parts; p++)
+	KILN_ROLLED for (int p = 0; p < parts; p++)
 		values += astc_cem_values(s->cem[p]);
 	if (values > ASTC_MAX_VALUES)
 		return;
@@ -633,12 +633,12 @@ KILN_HD void astc_unpack(const uint8_t *blk, int bw, int bh, astc_symbolic *s)
 	int nw = s->mode.grid_w * s->mode.grid_h;
 	astc_bise_decode(rev, 0, s->mode.wrange, nw * (s->mode.dual ? 2 : 1), w);
 	if (s->mode.dual) {
-		for (int i = 0; i < nw; i++) {
+		KILN_ROLLED for (int i = 0; i < nw; i++) {
 			s->weights[0][i] = w[2 * i];
 			s->weights[1][i] = w[2 * i + 1];
 		}
 	} else {
-		for (int i = 0; i < nw; i++)
+		KILN_ROLLED for (int i = 0; i < nw; i++)
 			s->weights[0][i] = w[i];
 	}
 	s->kind = ASTC_KIND_NORMAL;
@@ -664,7 +664,7 @@ KILN_HD void astc_pack(const astc_symbolic *s, uint8_t *out)
 	astc_bits_put(out, 0, 11, s->block_mode);
 	astc_bits_put(out, 11, 2, (uint32_t)(parts - 1));
 	int values = 0;
-	for (int p = 0; p < parts; p++)
+	KILN_ROLLED for (int p = 0; p < parts; p++)
 		values += astc_cem_values(s->cem[p]);
 	if (parts == 1) {
 		astc_bits_put(out, 13, 4, s->cem[0]);
@@ -672,16 +672,16 @@ KILN_HD void astc_pack(const astc_symbolic *s, uint8_t *out)
 	} else {
 		astc_bits_put(out, 13, 10, s->seed);
 		int mixed = 0;
-		for (int p = 1; p < parts; p++)
+		KILN_ROLLED for (int p = 1; p < parts; p++)
 			mixed |= s->cem[p] != s->cem[0];
 		if (!mixed) {
 			astc_bits_put(out, 23, 6, (uint32_t)s->cem[0] << 2);
 		} else {
 			int base = 4;
-			for (int p = 0; p < parts; p++)
+			KILN_ROLLED for (int p = 0; p < parts; p++)
 				base = (s->cem[p] >> 2) < base ? (s->cem[p] >> 2) : base;
 			uint32_t field = (uint32_t)base + 1u;
-			for (int p = 0; p < parts; p++) {
+			KILN_ROLLED for (int p = 0; p < parts; p++) {
 				field |= (uint32_t)((s->cem[p] >> 2) - base) << (2 + p);
 				field |= (uint32_t)(s->cem[p] & 3) << (2 + parts + 2 * p);
 			}
@@ -698,13 +698,13 @@ KILN_HD void astc_pack(const astc_symbolic *s, uint8_t *out)
 	}
 	uint8_t w[ASTC_MAX_WEIGHTS], rev[16];
 	if (s->mode.dual) {
-		for (int i = 0; i < nw; i++) {
+		KILN_ROLLED for (int i = 0; i < nw; i++) {
 			w[2 * i] = s->weights[0][i];
 			w[2 * i + 1] = s->weights[1][i];
 		}
 		nw *= 2;
 	} else {
-		for (int i = 0; i < nw; i++)
+		KILN_ROLLED for (int i = 0; i < nw; i++)
 			w[i] = s->weights[0][i];
 	}
 	for (int i = 0; i < 16; i++)
@@ -747,12 +747,12 @@ KILN_HD void astc_infill_texel(int bw, int bh, int gw, int gh, int x, int y, ast
 KILN_HD void astc_infill(int bw, int bh, int gw, int gh, const uint8_t *grid, uint8_t *texel)
 {
 	if (gw == bw && gh == bh) {
-		for (int i = 0; i < bw * bh; i++)
+		KILN_ROLLED for (int i = 0; i < bw * bh; i++)
 			texel[i] = grid[i];
 		return;
 	}
-	for (int y = 0; y < bh; y++) {
-		for (int x = 0; x < bw; x++) {
+	KILN_ROLLED for (int y = 0; y < bh; y++) {
+		KILN_ROLLED for (int x = 0; x < bw; x++) {
 			astc_infill_tap f;
 			astc_infill_texel(bw, bh, gw, gh, x, y, &f);
 			int sum = 8;
@@ -773,13 +773,13 @@ KILN_HD void astc_decode_symbolic(const astc_symbolic *s, int bw, int bh, int sr
 		uint8_t c[4];
 		for (int k = 0; k < 4; k++)
 			c[k] = srgb ? (uint8_t)(s->void_color[k] >> 8) : astc_unorm16_to_u8(s->void_color[k]);
-		for (int i = 0; i < n; i++)
+		KILN_ROLLED for (int i = 0; i < n; i++)
 			for (int k = 0; k < 4; k++)
 				out[4 * i + k] = c[k];
 		return;
 	}
 	if (s->kind != ASTC_KIND_NORMAL) {
-		for (int i = 0; i < n; i++) {
+		KILN_ROLLED for (int i = 0; i < n; i++) {
 			out[4 * i + 0] = 255;
 			out[4 * i + 1] = 0;
 			out[4 * i + 2] = 255;
@@ -789,26 +789,26 @@ KILN_HD void astc_decode_symbolic(const astc_symbolic *s, int bw, int bh, int sr
 	}
 	int e[4][2][4], ok[4];
 	int pos = 0;
-	for (int p = 0; p < s->partitions; p++) {
+	KILN_ROLLED for (int p = 0; p < s->partitions; p++) {
 		uint8_t v[8];
 		int nv = astc_cem_values(s->cem[p]);
-		for (int i = 0; i < nv; i++)
+		KILN_ROLLED for (int i = 0; i < nv; i++)
 			v[i] = astc_color_unquant[s->crange][s->colors[pos + i]];
 		pos += nv;
 		ok[p] = astc_decode_endpoints(s->cem[p], v, e[p][0], e[p][1]);
 	}
 	int gw = s->mode.grid_w, gh = s->mode.grid_h, ng = gw * gh;
 	uint8_t grid[ASTC_MAX_WEIGHTS], w0[ASTC_MAX_TEXELS], w1[ASTC_MAX_TEXELS];
-	for (int i = 0; i < ng; i++)
+	KILN_ROLLED for (int i = 0; i < ng; i++)
 		grid[i] = astc_weight_unquant[s->mode.wrange][s->weights[0][i]];
 	astc_infill(bw, bh, gw, gh, grid, w0);
 	if (s->mode.dual) {
-		for (int i = 0; i < ng; i++)
+		KILN_ROLLED for (int i = 0; i < ng; i++)
 			grid[i] = astc_weight_unquant[s->mode.wrange][s->weights[1][i]];
 		astc_infill(bw, bh, gw, gh, grid, w1);
 	}
-	for (int y = 0; y < bh; y++) {
-		for (int x = 0; x < bw; x++) {
+	KILN_ROLLED for (int y = 0; y < bh; y++) {
+		KILN_ROLLED for (int x = 0; x < bw; x++) {
 			int i = y * bw + x;
 			int p = astc_partition(s->seed, x, y, s->partitions, n);
 			uint8_t *o = out + 4 * i;

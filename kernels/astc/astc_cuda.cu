@@ -29,12 +29,12 @@ extern "C" {
 #include "kernels/cuda_util.cuh"
 
 // Threads (blocks of texels in flight) per CTA, and the CTAs an SM must hold (0: no
-// bound). Measured on an H100 (batch of 32 Kodak images): with the stage lists, 64
-// threads and no bound (128 registers, 8.6 KB stack, 25% occupancy) ran 4x4 fast 7% and
-// medium 11% faster than 64 x 10 (96 registers, 31%), 8x8 within 5%; before them, 64
-// threads ran 4x4 12-20% faster than 128 x 8 (64 registers, 50%). The kernel is bound by
-// local-memory traffic (every thread's ~8.6 KB frame: L1 holds a few threads' worth),
-// not registers; arrays sized for the footprint (4 KB at 4x4) gained only 6%.
+// bound). Measured on an H100 (batch of 32 Kodak images) with the search out of line
+// (astc_enc.h, ASTC_ENC_OUTLINE): 64 threads and no bound (168 registers, 7.9 KB stack,
+// 6 CTAs per SM) ran 4x4 fast 10% and 8x8 medium 11% faster than 64 x 8 (128 registers),
+// more than 64 x 10 (96) and 64 x 16 (64); 128 x 4 ran 4x4 the same and 8x8 3-7% slower.
+// The kernel waits on local memory (every thread's ~8 KB frame; L1 holds a few threads'
+// worth) more than on registers or occupancy.
 #ifndef ASTC_GPU_THREADS
 #define ASTC_GPU_THREADS 64
 #endif

@@ -43,6 +43,18 @@
 #error "astc_enc.h needs FLT_EVAL_METHOD == 0 (build with SSE2 floating point)"
 #endif
 
+/* The functions of the search stay out of line under nvcc (KILN_HD inlines by force), and
+ * their loops over texels, grid points, modes and seeds stay rolled (KILN_ROLLED): the
+ * threads of a warp run different blocks' searches along different paths, and inlined and
+ * unrolled, that code (1 MB of SASS in one kernel) did not fit the instruction cache:
+ * warps waited on instruction fetch 73% of the time (ncu, H100, 4x4 fast). Out of line
+ * and rolled it is 200 KB and 4x4 fast ran 3x faster (docs/PERFORMANCE.md, ASTC). */
+#ifdef __CUDACC__
+#define ASTC_ENC_OUTLINE static __host__ __device__ __noinline__
+#else
+#define ASTC_ENC_OUTLINE KILN_HD
+#endif
+
 #define ASTC_ENC_MAX_MODES 2048
 #define ASTC_ENC_SEEDS 1024
 /* 2-partition seeds whose patterns are scored in full, per quality */
@@ -173,8 +185,8 @@ KILN_HD void astc_enc_init_part34(astc_enc_ctx *ctx, int n)
 			int count = c + 3, seen[4] = {0, 0, 0, 0}, map[4] = {-1, -1, -1, -1}, next = 0;
 			uint64_t planes[2][3] = {{0, 0, 0}, {0, 0, 0}};
 			uint64_t h = 1469598103934665603ull;
-			for (int y = 0; y < bh; y++) {
-				for (int x = 0; x < bw; x++) {
+			KILN_ROLLED for (int y = 0; y < bh; y++) {
+				KILN_ROLLED for (int x = 0; x < bw; x++) {
 					int i = y * bw + x, p = astc_partition(s, x, y, count, n);
 					if (p & 1)
 						planes[0][i >> 6] |= 1ull << (i & 63);
@@ -190,9 +202,9 @@ KILN_HD void astc_enc_init_part34(astc_enc_ctx *ctx, int n)
 				for (int w = 0; w < 3; w++)
 					ctx->part34[c][s][k][w] = planes[k][w];
 			int ok = 1;
-			for (int p = 0; p < count; p++)
+			KILN_ROLLED for (int p = 0; p < count; p++)
 				ok &= seen[p];
-			for (int t = 0; t < s && ok; t++)
+			KILN_ROLLED for (int t = 0; t < s && ok; t++)
 				if (((ctx->part34_ok[t] >> c) & 1) && hashes[c][t] == h)
 					ok = 0;
 			hashes[c][s] = h;
@@ -206,9 +218,9 @@ KILN_HD void astc_enc_init_part34(astc_enc_ctx *ctx, int n)
  * for codes past the range). */
 KILN_HD void astc_enc_steps(const uint8_t *unquant, int levels, int count, uint8_t (*step)[2])
 {
-	for (int c = 0; c < count; c++) {
+	KILN_ROLLED for (int c = 0; c < count; c++) {
 		int v = c < levels ? unquant[c] : 0, lo = c, hi = c;
-		for (int d = 0; d < levels && c < levels; d++) {
+		KILN_ROLLED for (int d = 0; d < levels && c < levels; d++) {
 			int u = unquant[d];
 			if (u < v && (lo == c || u > unquant[lo]))
 				lo = d;
@@ -231,7 +243,7 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 		if ((m & 0x1FFu) == 0x1FCu || !astc_mode_decode(m, bw, bh, &md))
 			continue;
 		int dup = 0;
-		for (int i = 0; i < ctx->mode_count && !dup; i++)
+		KILN_ROLLED for (int i = 0; i < ctx->mode_count && !dup; i++)
 			dup = ctx->modes[i].grid_w == md.grid_w && ctx->modes[i].grid_h == md.grid_h &&
 			      ctx->modes[i].wrange == md.wrange && ctx->modes[i].dual == md.dual;
 		if (dup)
@@ -253,8 +265,8 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 			gr->full = md.grid_w == bw && md.grid_h == bh;
 			for (int j = 0; j < ASTC_MAX_WEIGHTS; j++)
 				gr->den[j] = 0;
-			for (int y = 0; y < bh; y++) {
-				for (int x = 0; x < bw; x++) {
+			KILN_ROLLED for (int y = 0; y < bh; y++) {
+				KILN_ROLLED for (int x = 0; x < bw; x++) {
 					astc_infill_tap *t = &gr->taps[y * bw + x];
 					astc_infill_texel(bw, bh, md.grid_w, md.grid_h, x, y, t);
 					for (int k = 0; k < 4; k++)
@@ -268,8 +280,8 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 	for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
 		uint64_t bits[3] = {0, 0, 0};
 		int ones = 0;
-		for (int y = 0; y < bh; y++) {
-			for (int x = 0; x < bw; x++) {
+		KILN_ROLLED for (int y = 0; y < bh; y++) {
+			KILN_ROLLED for (int x = 0; x < bw; x++) {
 				int i = y * bw + x;
 				if (astc_partition(s, x, y, 2, n)) {
 					bits[i >> 6] |= 1ull << (i & 63);
@@ -281,7 +293,7 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 		ctx->part2[s][1] = bits[1];
 		ctx->part2[s][2] = bits[2];
 		int ok = ones > 0 && ones < n;
-		for (int t = 0; t < s && ok; t++) {
+		KILN_ROLLED for (int t = 0; t < s && ok; t++) {
 			int same = 1, inv = 1;
 			for (int k = 0; k < 3; k++) {
 				uint64_t mask = k * 64 + 64 <= n ? ~0ull : (k * 64 >= n ? 0 : (1ull << (n - k * 64)) - 1);
@@ -295,9 +307,9 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 	}
 	astc_enc_init_part34(ctx, n);
 	int at = 0;
-	for (int g = 0; g < ctx->grid_count; g++) {
+	KILN_ROLLED for (int g = 0; g < ctx->grid_count; g++) {
 		ctx->grid_first[g] = (uint16_t)at;
-		for (int m = 0; m < ctx->mode_count; m++)
+		KILN_ROLLED for (int m = 0; m < ctx->mode_count; m++)
 			if (ctx->modes[m].grid == g)
 				ctx->grid_modes[at++] = (uint16_t)m;
 	}
@@ -330,8 +342,8 @@ KILN_HD void astc_enc_load(const kiln_surface *s, uint32_t bx, uint32_t by, int 
 	blk->bh = bh;
 	blk->n = bw * bh;
 	blk->srgb = srgb;
-	for (int y = 0; y < bh; y++) {
-		for (int x = 0; x < bw; x++) {
+	KILN_ROLLED for (int y = 0; y < bh; y++) {
+		KILN_ROLLED for (int x = 0; x < bw; x++) {
 			const uint8_t *t = kiln_surface_texel(s, bx * (uint32_t)bw + (uint32_t)x,
 							      by * (uint32_t)bh + (uint32_t)y);
 			for (int c = 0; c < 4; c++)
@@ -360,13 +372,13 @@ typedef struct astc_enc_fit {
  * endpoints need s1 >= s0; blue-contracted ones store 2r + 2g - b in that order, which
  * usually grows the same way; see astc_enc_quant_endpoints). Also notes the partitions
  * with alpha and the gray ones, and the block's distance from gray. */
-KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
+ASTC_ENC_OUTLINE void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 {
 	for (int k = 0; k < 4; k++)
 		fit->resid[k] = 0;
 	/* the gray-axis distance in ninths: (3 c - (r + g + b))^2 summed over RGB, over 9 */
 	uint32_t g9 = 0;
-	for (int i = 0; i < blk->n; i++) {
+	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 		int sum = blk->px[i][0] + blk->px[i][1] + blk->px[i][2];
 		for (int c = 0; c < 3; c++) {
 			int d = 3 * blk->px[i][c] - sum;
@@ -374,11 +386,11 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 		}
 	}
 	fit->gray_err = (g9 + 4) / 9;
-	for (int p = 0; p < fit->parts; p++) {
+	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
 		float mean[4] = {0, 0, 0, 0};
 		int cnt = 0, alpha = 0, gray = 1;
 		int cmin = 255, cmax = 0;
-		for (int i = 0; i < blk->n; i++) {
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
 			cnt++;
@@ -399,7 +411,7 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 		for (int c = 0; c < 4; c++)
 			mean[c] = mean[c] / (float)cnt;
 		float cov[4][4] = {{0}};
-		for (int i = 0; i < blk->n; i++) {
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
 			float d[4];
@@ -416,7 +428,7 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 			if (cov[c][c] > cov[big][big])
 				big = c;
 		v[big] = 1.0f;
-		for (int it = 0; it < 8; it++) {
+		KILN_ROLLED for (int it = 0; it < 8; it++) {
 			float nv[4], m = 0.0f;
 			for (int a = 0; a < 4; a++) {
 				nv[a] = cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3];
@@ -433,7 +445,7 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 				v[a] = -v[a];
 		float vv = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
 		float tmin = FLT_MAX, tmax = -FLT_MAX;
-		for (int i = 0; i < blk->n; i++) {
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
 			float t = 0.0f;
@@ -449,7 +461,7 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 			tmax = t > tmax ? t : tmax;
 		}
 		float span = tmax - tmin;
-		for (int i = 0; i < blk->n; i++) {
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
 			fit->w[i] = span > 0.0f ? (fit->w[i] - tmin) / span : 0.5f;
@@ -460,41 +472,41 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 }
 
 /* Decoded endpoints (0..255) of partition p from s. */
-KILN_HD void astc_enc_decoded_endpoints(const astc_symbolic *s, int p, int *e0, int *e1)
+ASTC_ENC_OUTLINE void astc_enc_decoded_endpoints(const astc_symbolic *s, int p, int *e0, int *e1)
 {
 	int pos = 0;
-	for (int q = 0; q < p; q++)
+	KILN_ROLLED for (int q = 0; q < p; q++)
 		pos += astc_cem_values(s->cem[q]);
 	uint8_t v[8];
-	for (int i = 0; i < astc_cem_values(s->cem[p]); i++)
+	KILN_ROLLED for (int i = 0; i < astc_cem_values(s->cem[p]); i++)
 		v[i] = astc_color_unquant[s->crange][s->colors[pos + i]];
 	astc_decode_endpoints(s->cem[p], v, e0, e1);
 }
 
 /* Texel weights 0..1 -> grid weights 0..64 through the transpose of the infill: each grid
  * point averages the texels it contributes to, weighted by its factor. */
-KILN_HD void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, const float *tw, float *grid, int steps)
+ASTC_ENC_OUTLINE void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, const float *tw, float *grid, int steps)
 {
 	int ng = g->w * g->h;
 	if (g->full) {
-		for (int i = 0; i < ng; i++)
+		KILN_ROLLED for (int i = 0; i < ng; i++)
 			grid[i] = tw[i] * 64.0f;
 		return;
 	}
 	float num[ASTC_MAX_WEIGHTS];
-	for (int j = 0; j < ng; j++)
+	KILN_ROLLED for (int j = 0; j < ng; j++)
 		num[j] = 0.0f;
-	for (int i = 0; i < n; i++)
+	KILN_ROLLED for (int i = 0; i < n; i++)
 		for (int k = 0; k < 4; k++)
 			num[g->taps[i].idx[k]] += (float)g->taps[i].fac[k] * tw[i];
-	for (int j = 0; j < ng; j++)
+	KILN_ROLLED for (int j = 0; j < ng; j++)
 		grid[j] = g->den[j] > 0 ? num[j] / (float)g->den[j] * 64.0f : 32.0f;
 	/* the average blurs: correction steps towards the least-squares grid, each grid
 	 * point moved by the average residual of the texels it reaches */
-	for (int it = 0; it < steps; it++) {
-		for (int j = 0; j < ng; j++)
+	KILN_ROLLED for (int it = 0; it < steps; it++) {
+		KILN_ROLLED for (int j = 0; j < ng; j++)
 			num[j] = 0.0f;
-		for (int i = 0; i < n; i++) {
+		KILN_ROLLED for (int i = 0; i < n; i++) {
 			const astc_infill_tap *t = &g->taps[i];
 			float w = ((float)t->fac[0] * grid[t->idx[0]] + (float)t->fac[1] * grid[t->idx[1]] +
 				   (float)t->fac[2] * grid[t->idx[2]] + (float)t->fac[3] * grid[t->idx[3]]) / 16.0f;
@@ -502,7 +514,7 @@ KILN_HD void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, const floa
 			for (int k = 0; k < 4; k++)
 				num[t->idx[k]] += (float)t->fac[k] * r;
 		}
-		for (int j = 0; j < ng; j++) {
+		KILN_ROLLED for (int j = 0; j < ng; j++) {
 			float v = g->den[j] > 0 ? grid[j] + num[j] / (float)g->den[j] : grid[j];
 			grid[j] = v < 0.0f ? 0.0f : (v > 64.0f ? 64.0f : v);
 		}
@@ -510,14 +522,14 @@ KILN_HD void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, const floa
 }
 
 /* The decoder's infill (astc_infill) with precomputed taps. */
-KILN_HD void astc_enc_infill(const astc_enc_grid *g, int n, const uint8_t *grid, uint8_t *W)
+ASTC_ENC_OUTLINE void astc_enc_infill(const astc_enc_grid *g, int n, const uint8_t *grid, uint8_t *W)
 {
 	if (g->full) {
-		for (int i = 0; i < n; i++)
+		KILN_ROLLED for (int i = 0; i < n; i++)
 			W[i] = grid[i];
 		return;
 	}
-	for (int i = 0; i < n; i++) {
+	KILN_ROLLED for (int i = 0; i < n; i++) {
 		const astc_infill_tap *t = &g->taps[i];
 		int sum = 8 + grid[t->idx[0]] * t->fac[0] + grid[t->idx[1]] * t->fac[1] +
 			  grid[t->idx[2]] * t->fac[2] + grid[t->idx[3]] * t->fac[3];
@@ -530,7 +542,7 @@ KILN_HD void astc_enc_plane_weights(const astc_enc_grid *g, int n, int wrange, c
 				    uint8_t *W)
 {
 	uint8_t gq[ASTC_MAX_WEIGHTS];
-	for (int j = 0; j < g->w * g->h; j++)
+	KILN_ROLLED for (int j = 0; j < g->w * g->h; j++)
 		gq[j] = astc_weight_unquant[wrange][codes[j]];
 	astc_enc_infill(g, n, gq, W);
 }
@@ -551,14 +563,14 @@ KILN_HD int astc_enc_interp(int e0, int e1, int w, int srgb)
 /* Exact error of an encoding with texel weights W0 (and W1 for channel ccs; ccs 4: none):
  * what astc_decode_symbolic would give, without recomputing partitions and infill. Stops
  * early once over `limit`. */
-KILN_HD uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t *part, const uint8_t *W0,
-			       const uint8_t *W1, int ccs, const astc_symbolic *s, uint32_t limit)
+ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t *part, const uint8_t *W0,
+					const uint8_t *W1, int ccs, const astc_symbolic *s, uint32_t limit)
 {
 	int e[4][2][4];
-	for (int p = 0; p < s->partitions; p++)
+	KILN_ROLLED for (int p = 0; p < s->partitions; p++)
 		astc_enc_decoded_endpoints(s, p, e[p][0], e[p][1]);
 	uint32_t err = 0;
-	for (int i = 0; i < blk->n; i++) {
+	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 		int p = part[i];
 		for (int k = 0; k < 4; k++) {
 			int w = k == ccs ? W1[i] : W0[i];
@@ -580,11 +592,11 @@ KILN_HD int astc_enc_round64(float v)
 /* Endpoints of partition p by least squares against integer texel weights W (0..64):
  * minimise sum((64-W) e0 + W e1 - 64 x)^2 per channel, solved exactly in 64-bit integers
  * and rounded to nearest. Returns 0 when the weights do not determine two endpoints. */
-KILN_HD int astc_enc_lsq(const astc_enc_block *blk, const uint8_t *part, int p, const uint8_t *W,
-			 int *e0, int *e1)
+ASTC_ENC_OUTLINE int astc_enc_lsq(const astc_enc_block *blk, const uint8_t *part, int p, const uint8_t *W,
+				  int *e0, int *e1)
 {
 	int64_t a = 0, b = 0, c = 0, d0[4] = {0, 0, 0, 0}, d1[4] = {0, 0, 0, 0};
-	for (int i = 0; i < blk->n; i++) {
+	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 		if (part[i] != p)
 			continue;
 		int64_t w1 = W[i], w0 = 64 - w1;
@@ -612,10 +624,10 @@ KILN_HD int astc_enc_lsq(const astc_enc_block *blk, const uint8_t *part, int p, 
 
 /* Endpoints of every partition by least squares against W0 (and W1 for channel ccs);
  * a partition or channel the weights do not determine keeps its endpoints in ep. */
-KILN_HD void astc_enc_refit(const astc_enc_block *blk, const uint8_t *part, int parts, const uint8_t *W0,
-			    const uint8_t *W1, int ccs, int ep[4][2][4])
+ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const uint8_t *part, int parts, const uint8_t *W0,
+				     const uint8_t *W1, int ccs, int ep[4][2][4])
 {
-	for (int p = 0; p < parts; p++) {
+	KILN_ROLLED for (int p = 0; p < parts; p++) {
 		int e0[4], e1[4];
 		if (astc_enc_lsq(blk, part, p, W0, e0, e1)) {
 			for (int k = 0; k < 4; k++) {
@@ -634,16 +646,16 @@ KILN_HD void astc_enc_refit(const astc_enc_block *blk, const uint8_t *part, int 
 
 /* Starting endpoints of a fit: least squares against the fit's own positions, which
  * recovers the line's extremes; a flat partition gets its mean. */
-KILN_HD void astc_enc_line_endpoints(const astc_enc_block *blk, const astc_enc_fit *fit, int ep[4][2][4])
+ASTC_ENC_OUTLINE void astc_enc_line_endpoints(const astc_enc_block *blk, const astc_enc_fit *fit, int ep[4][2][4])
 {
 	uint8_t W0[ASTC_MAX_TEXELS], W1[ASTC_MAX_TEXELS];
-	for (int i = 0; i < blk->n; i++) {
+	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 		W0[i] = (uint8_t)astc_enc_round64(fit->w[i] * 64.0f);
 		W1[i] = fit->ccs < 4 ? (uint8_t)astc_enc_round64(fit->w1[i] * 64.0f) : 0;
 	}
-	for (int p = 0; p < fit->parts; p++) {
+	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
 		int sum[4] = {0, 0, 0, 0}, cnt = 0;
-		for (int i = 0; i < blk->n; i++) {
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
 			cnt++;
@@ -662,10 +674,10 @@ KILN_HD void astc_enc_line_endpoints(const astc_enc_block *blk, const astc_enc_f
  * and the scale that best maps it onto the other; luminance (0, 4) the mean of R, G, B.
  * Returns a bit mask of the partitions whose endpoints were swapped (their weights must
  * invert). */
-KILN_HD int astc_enc_quant_endpoints(astc_symbolic *s, int ep[4][2][4])
+ASTC_ENC_OUTLINE int astc_enc_quant_endpoints(astc_symbolic *s, int ep[4][2][4])
 {
 	int pos = 0, swapped = 0, cr = s->crange;
-	for (int p = 0; p < s->partitions; p++) {
+	KILN_ROLLED for (int p = 0; p < s->partitions; p++) {
 		int cem = s->cem[p];
 		if (cem == 0 || cem == 4) {
 			/* the luminance that fits R, G and B best is their mean */
@@ -754,7 +766,7 @@ KILN_HD int astc_enc_quant_endpoints(astc_symbolic *s, int ep[4][2][4])
 			hi = 0;
 			swapped |= 1 << p;
 		}
-		for (int k = 0; k < (rgba ? 4 : 3); k++) {
+		KILN_ROLLED for (int k = 0; k < (rgba ? 4 : 3); k++) {
 			s->colors[pos + 2 * k] = q[lo][k];
 			s->colors[pos + 2 * k + 1] = q[hi][k];
 		}
@@ -771,14 +783,14 @@ KILN_HD int astc_enc_quant_endpoints(astc_symbolic *s, int ep[4][2][4])
  * takes; 0 when the kind does not apply. Under kinds 0 and 1 a gray partition among
  * coloured ones takes the smallest mode that the others' class allows (the CEMs of one
  * block may differ by one class only): luminance, luminance+alpha, then the kind's own. */
-KILN_HD int astc_enc_kind_cems(astc_symbolic *s, const astc_enc_fit *fit, int ccs, int kind, int *config)
+ASTC_ENC_OUTLINE int astc_enc_kind_cems(astc_symbolic *s, const astc_enc_fit *fit, int ccs, int kind, int *config)
 {
 	int values = 0, mixed = 0, parts = s->partitions;
 	*config = 0;
 	if (kind == 2 && ccs < 3)
 		return 0;
 	int top = 0, allgray = 1;
-	for (int p = 0; p < parts; p++) {
+	KILN_ROLLED for (int p = 0; p < parts; p++) {
 		int alpha = fit->alpha[p] || ccs == 3;
 		int cem = kind == 2 ? (alpha ? 4 : 0) : (kind ? (alpha ? 10 : 6) : (alpha ? 12 : 8));
 		s->cem[p] = (uint8_t)cem;
@@ -786,7 +798,7 @@ KILN_HD int astc_enc_kind_cems(astc_symbolic *s, const astc_enc_fit *fit, int cc
 		if (!fit->gray[p] && (cem >> 2) > top)
 			top = cem >> 2;
 	}
-	for (int p = 0; p < parts && kind < 2 && !allgray && ccs >= 3; p++) {
+	KILN_ROLLED for (int p = 0; p < parts && kind < 2 && !allgray && ccs >= 3; p++) {
 		if (!fit->gray[p])
 			continue;
 		int alpha = fit->alpha[p] || ccs == 3;
@@ -795,7 +807,7 @@ KILN_HD int astc_enc_kind_cems(astc_symbolic *s, const astc_enc_fit *fit, int cc
 			cem = top - 1 == 1 ? 4 : (top - 1 == 2 ? (alpha ? 10 : 8) : s->cem[p]);
 		s->cem[p] = (uint8_t)cem;
 	}
-	for (int p = 0; p < parts; p++) {
+	KILN_ROLLED for (int p = 0; p < parts; p++) {
 		values += astc_cem_values(s->cem[p]);
 		mixed |= s->cem[p] != s->cem[0];
 	}
@@ -812,8 +824,8 @@ KILN_HD int astc_enc_color_range(const astc_enc_ctx *ctx, int values, int used)
 
 /* The CEMs of an endpoint kind (astc_enc_kind_cems) and the colour range a mode with
  * weight_bits leaves; 0 when the values do not fit. */
-KILN_HD int astc_enc_set_cems(const astc_enc_ctx *ctx, astc_symbolic *s, const astc_enc_fit *fit, int ccs,
-			      int kind, int weight_bits)
+ASTC_ENC_OUTLINE int astc_enc_set_cems(const astc_enc_ctx *ctx, astc_symbolic *s, const astc_enc_fit *fit, int ccs,
+				       int kind, int weight_bits)
 {
 	int config, values = astc_enc_kind_cems(s, fit, ccs, kind, &config);
 	int cr = values ? astc_enc_color_range(ctx, values, config + weight_bits) : -1;
@@ -825,10 +837,10 @@ KILN_HD int astc_enc_set_cems(const astc_enc_ctx *ctx, astc_symbolic *s, const a
 
 /* Grid weights (0..64 floats) of one plane quantised into codes, and their texel weights;
  * `invert` mirrors them (64 - w). */
-KILN_HD void astc_enc_quant_plane(const astc_enc_grid *g, int n, int wrange, const float *grid, int invert,
-				  uint8_t *codes, uint8_t *W)
+ASTC_ENC_OUTLINE void astc_enc_quant_plane(const astc_enc_grid *g, int n, int wrange, const float *grid, int invert,
+					   uint8_t *codes, uint8_t *W)
 {
-	for (int j = 0; j < g->w * g->h; j++) {
+	KILN_ROLLED for (int j = 0; j < g->w * g->h; j++) {
 		int v = astc_enc_round64(grid[j]);
 		codes[j] = astc_weight_quant[wrange][invert ? 64 - v : v];
 	}
@@ -839,9 +851,9 @@ KILN_HD void astc_enc_quant_plane(const astc_enc_grid *g, int n, int wrange, con
  * line_ep are the fit's starting endpoints (astc_enc_line_endpoints, computed once per
  * fit). *kindp is the endpoint kind (0 direct, 1 base+scale); -1 tries both on the first
  * iteration and returns the one kept. */
-KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-				   const astc_enc_fit *fit, int line_ep[4][2][4], const astc_enc_mode *m, int seed,
-				   int iterations, int grid_steps, uint32_t limit, int *kindp, astc_symbolic *s)
+ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block *blk,
+					    const astc_enc_fit *fit, int line_ep[4][2][4], const astc_enc_mode *m, int seed,
+					    int iterations, int grid_steps, uint32_t limit, int *kindp, astc_symbolic *s)
 {
 	const astc_enc_grid *g = &ctx->grids[m->grid];
 	int parts = fit->parts;
@@ -871,11 +883,11 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 
 	float tw[2][ASTC_MAX_TEXELS], grid[2][ASTC_MAX_WEIGHTS];
 	int ep[4][2][4];
-	for (int i = 0; i < blk->n; i++) {
+	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 		tw[0][i] = fit->w[i];
 		tw[1][i] = dual ? fit->w1[i] : 0.0f;
 	}
-	for (int p = 0; p < parts; p++)
+	KILN_ROLLED for (int p = 0; p < parts; p++)
 		for (int k = 0; k < 4; k++) {
 			ep[p][0][k] = line_ep[p][0][k];
 			ep[p][1][k] = line_ep[p][1][k];
@@ -884,9 +896,9 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 	uint8_t W[2][ASTC_MAX_TEXELS];
 	uint32_t best = UINT32_MAX;
 	astc_symbolic cur = *s;
-	for (int it = 0; it <= iterations; it++) {
+	KILN_ROLLED for (int it = 0; it <= iterations; it++) {
 		/* weights for the current texel positions, quantised and infilled */
-		for (int pl = 0; pl <= dual; pl++) {
+		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 			astc_enc_grid_from_texels(g, blk->n, tw[pl], grid[pl], grid_steps);
 			astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], 0, cur.weights[pl], W[pl]);
 		}
@@ -895,7 +907,7 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 		int swapped = astc_enc_quant_endpoints(&cur, ep);
 		if (swapped && parts == 1) {
 			/* invert the weights of the (single) partition and requantise */
-			for (int pl = 0; pl <= dual; pl++)
+			KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
 				astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], 1, cur.weights[pl], W[pl]);
 		}
 		uint32_t err = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, &cur, best < limit ? best : limit);
@@ -911,7 +923,7 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 			if (astc_enc_set_cems(ctx, &alt, fit, ccs, 1, m->weight_bits)) {
 				int sw = astc_enc_quant_endpoints(&alt, ep);
 				if (sw != swapped && parts == 1)
-					for (int pl = 0; pl <= dual; pl++)
+					KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
 						astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], sw != 0, alt.weights[pl], W[pl]);
 				uint32_t e2 = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, &alt, best < limit ? best : limit);
 				if (e2 < best) {
@@ -922,7 +934,7 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 					*kindp = kind;
 					swapped = sw;
 				} else if (sw != swapped && parts == 1) {
-					for (int pl = 0; pl <= dual; pl++)
+					KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
 						astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], swapped != 0, cur.weights[pl], W[pl]);
 				}
 			}
@@ -931,7 +943,7 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 			break;
 		/* texel positions re-projected on the quantised endpoints: plane 0 on the
 		 * channels other than ccs, plane 1 on channel ccs */
-		for (int p = 0; p < parts; p++) {
+		KILN_ROLLED for (int p = 0; p < parts; p++) {
 			int e0[4], e1[4];
 			astc_enc_decoded_endpoints(&cur, p, e0, e1);
 			int d[4], dd = 0;
@@ -939,7 +951,7 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 				d[k] = e1[k] - e0[k];
 				dd += k == ccs ? 0 : d[k] * d[k];
 			}
-			for (int i = 0; i < blk->n; i++) {
+			KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 				if (fit->part[i] != p)
 					continue;
 				int t = 0;
@@ -959,20 +971,20 @@ KILN_HD uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block
 }
 
 /* The partition of every texel of s. */
-KILN_HD void astc_enc_partitions(const astc_enc_block *blk, const astc_symbolic *s, uint8_t *part)
+ASTC_ENC_OUTLINE void astc_enc_partitions(const astc_enc_block *blk, const astc_symbolic *s, uint8_t *part)
 {
-	for (int y = 0; y < blk->bh; y++)
-		for (int x = 0; x < blk->bw; x++)
+	KILN_ROLLED for (int y = 0; y < blk->bh; y++)
+		KILN_ROLLED for (int x = 0; x < blk->bw; x++)
 			part[y * blk->bw + x] = (uint8_t)astc_partition(s->seed, x, y, s->partitions, blk->n);
 }
 
 /* The decoded value of every channel of partition p at every weight 0..64. */
-KILN_HD void astc_enc_lut(const astc_symbolic *s, int p, int srgb, uint8_t lut[4][65])
+ASTC_ENC_OUTLINE void astc_enc_lut(const astc_symbolic *s, int p, int srgb, uint8_t lut[4][65])
 {
 	int e0[4], e1[4];
 	astc_enc_decoded_endpoints(s, p, e0, e1);
 	for (int k = 0; k < 4; k++)
-		for (int w = 0; w <= 64; w++)
+		KILN_ROLLED for (int w = 0; w <= 64; w++)
 			lut[k][w] = (uint8_t)astc_enc_interp(e0[k], e1[k], w, srgb);
 }
 
@@ -1009,8 +1021,8 @@ KILN_HD int astc_enc_reads_point(const astc_enc_grid *g, const uint8_t *gq, int 
  * quantisation level up or down while the exact error falls (at most `passes` sweeps).
  * Per-texel errors are kept so that a move re-evaluates only the texels it touches.
  * Returns the new error of s. */
-KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_grid *g,
-				 astc_symbolic *s, uint32_t err, int passes)
+ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_grid *g,
+					  astc_symbolic *s, uint32_t err, int passes)
 {
 	uint8_t part[ASTC_MAX_TEXELS], W[2][ASTC_MAX_TEXELS], gq[2][ASTC_MAX_WEIGHTS];
 	uint8_t lut[4][4][65];
@@ -1019,22 +1031,22 @@ KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *
 	int ng = s->mode.grid_w * s->mode.grid_h, n = blk->n, parts = s->partitions;
 	astc_enc_partitions(blk, s, part);
 	for (int pl = 0; pl < 2; pl++) {
-		for (int j = 0; j < ng; j++)
+		KILN_ROLLED for (int j = 0; j < ng; j++)
 			gq[pl][j] = astc_weight_unquant[wr][s->weights[pl <= dual ? pl : 0][j]];
 		astc_enc_infill(g, n, gq[pl], W[pl]);
 	}
-	for (int p = 0; p < parts; p++)
+	KILN_ROLLED for (int p = 0; p < parts; p++)
 		astc_enc_lut(s, p, blk->srgb, lut[p]);
 	uint32_t total = 0;
-	for (int i = 0; i < n; i++) {
+	KILN_ROLLED for (int i = 0; i < n; i++) {
 		terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
 		total += terr[i];
 	}
 	err = total;
-	for (int pass = 0; pass < passes && err > 0; pass++) {
+	KILN_ROLLED for (int pass = 0; pass < passes && err > 0; pass++) {
 		int improved = 0;
-		for (int pl = 0; pl <= dual; pl++) {
-			for (int j = 0; j < ng; j++) {
+		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
+			KILN_ROLLED for (int j = 0; j < ng; j++) {
 				uint8_t old = s->weights[pl][j];
 				for (int dir = 0; dir < 2; dir++) {
 					uint8_t nc = ctx->wstep[wr][old][dir];
@@ -1044,7 +1056,7 @@ KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *
 					/* the error of the texels whose infill reads grid point j */
 					int64_t delta = 0;
 					int lo = g->full ? j : 0, hi = g->full ? j + 1 : n;
-					for (int i = lo; i < hi; i++) {
+					KILN_ROLLED for (int i = lo; i < hi; i++) {
 						int w;
 						if (!astc_enc_reads_point(g, gq[pl], i, j, &w))
 							continue;
@@ -1054,7 +1066,7 @@ KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *
 					if (delta < 0) {
 						/* accept: commit the texels' weights and errors */
 						s->weights[pl][j] = nc;
-						for (int i = lo; i < hi; i++) {
+						KILN_ROLLED for (int i = lo; i < hi; i++) {
 							int w;
 							if (!astc_enc_reads_point(g, gq[pl], i, j, &w))
 								continue;
@@ -1072,9 +1084,9 @@ KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *
 			}
 		}
 		int base = 0;
-		for (int p = 0; p < parts; p++) {
+		KILN_ROLLED for (int p = 0; p < parts; p++) {
 			int nv = astc_cem_values(s->cem[p]);
-			for (int v = base; v < base + nv; v++) {
+			KILN_ROLLED for (int v = base; v < base + nv; v++) {
 				uint8_t old = s->colors[v];
 				for (int dir = 0; dir < 2; dir++) {
 					uint8_t nc = ctx->cstep[s->crange][old][dir];
@@ -1086,7 +1098,7 @@ KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *
 					int e0[4], e1[4];
 					astc_enc_decoded_endpoints(s, p, e0, e1);
 					int64_t delta = 0;
-					for (int i = 0; i < n; i++) {
+					KILN_ROLLED for (int i = 0; i < n; i++) {
 						if (part[i] != p)
 							continue;
 						int te = 0;
@@ -1099,7 +1111,7 @@ KILN_HD uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *
 					}
 					if (delta < 0) {
 						astc_enc_lut(s, p, blk->srgb, lut[p]);
-						for (int i = 0; i < n; i++)
+						KILN_ROLLED for (int i = 0; i < n; i++)
 							if (part[i] == p)
 								terr[i] = astc_enc_texel_err(blk, i, lut[p], W[0][i], W[1][i], ccs);
 						err = (uint32_t)((int64_t)err + delta);
@@ -1128,7 +1140,7 @@ KILN_HD void astc_enc_shortlist_add(int *ids, uint32_t *scores, int *have, int c
 	if (at >= cap)
 		return;
 	int last = *have < cap ? *have : cap - 1;
-	for (int j = last; j > at; j--) {
+	KILN_ROLLED for (int j = last; j > at; j--) {
 		ids[j] = ids[j - 1];
 		scores[j] = scores[j - 1];
 	}
@@ -1143,12 +1155,12 @@ KILN_HD void astc_enc_shortlist_add(int *ids, uint32_t *scores, int *have, int c
 KILN_HD int astc_enc_select(int *ids, uint32_t *scores, int have, int j)
 {
 	int bi = j;
-	for (int t = j + 1; t < have; t++)
+	KILN_ROLLED for (int t = j + 1; t < have; t++)
 		if (scores[t] < scores[bi])
 			bi = t;
 	int id = ids[bi];
 	uint32_t sc = scores[bi];
-	for (int t = bi; t > j; t--) {
+	KILN_ROLLED for (int t = bi; t > j; t--) {
 		ids[t] = ids[t - 1];
 		scores[t] = scores[t - 1];
 	}
@@ -1170,10 +1182,10 @@ KILN_HD int astc_enc_pattern_mismatch(const astc_enc_ctx *ctx, int seed, const u
 
 /* Two clusters of the block's colours (Lloyd iterations from the two texels farthest
  * along the principal axis), as a bit set: texel i in cluster 1. */
-KILN_HD void astc_enc_two_means(const astc_enc_block *blk, const astc_enc_fit *line, uint64_t *labels)
+ASTC_ENC_OUTLINE void astc_enc_two_means(const astc_enc_block *blk, const astc_enc_fit *line, uint64_t *labels)
 {
 	int lo = 0, hi = 0;
-	for (int i = 1; i < blk->n; i++) {
+	KILN_ROLLED for (int i = 1; i < blk->n; i++) {
 		if (line->w[i] < line->w[lo])
 			lo = i;
 		if (line->w[i] > line->w[hi])
@@ -1187,7 +1199,7 @@ KILN_HD void astc_enc_two_means(const astc_enc_block *blk, const astc_enc_fit *l
 	for (int it = 0; it < 4; it++) {
 		int sum[2][4] = {{0}}, cnt[2] = {0, 0};
 		labels[0] = labels[1] = labels[2] = 0;
-		for (int i = 0; i < blk->n; i++) {
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			int d0 = 0, d1 = 0;
 			for (int k = 0; k < 4; k++) {
 				int a = blk->px[i][k] - c[0][k], b = blk->px[i][k] - c[1][k];
@@ -1212,19 +1224,19 @@ KILN_HD void astc_enc_two_means(const astc_enc_block *blk, const astc_enc_fit *l
  * texel lowest on the principal axis and then, one by one, the texel farthest from the
  * centres so far (ties to the lower texel; a texel goes to the lower of equidistant
  * centres). */
-KILN_HD void astc_enc_k_means(const astc_enc_block *blk, const astc_enc_fit *line, int k, uint64_t masks[4][3])
+ASTC_ENC_OUTLINE void astc_enc_k_means(const astc_enc_block *blk, const astc_enc_fit *line, int k, uint64_t masks[4][3])
 {
 	int c[4][4], lo = 0;
-	for (int i = 1; i < blk->n; i++)
+	KILN_ROLLED for (int i = 1; i < blk->n; i++)
 		if (line->w[i] < line->w[lo])
 			lo = i;
 	for (int ch = 0; ch < 4; ch++)
 		c[0][ch] = blk->px[lo][ch];
-	for (int j = 1; j < k; j++) {
+	KILN_ROLLED for (int j = 1; j < k; j++) {
 		int far = 0, fd = -1;
-		for (int i = 0; i < blk->n; i++) {
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			int md = 1 << 30;
-			for (int q = 0; q < j; q++) {
+			KILN_ROLLED for (int q = 0; q < j; q++) {
 				int d = 0;
 				for (int ch = 0; ch < 4; ch++) {
 					int a = blk->px[i][ch] - c[q][ch];
@@ -1244,9 +1256,9 @@ KILN_HD void astc_enc_k_means(const astc_enc_block *blk, const astc_enc_fit *lin
 		int sum[4][4] = {{0}}, cnt[4] = {0, 0, 0, 0};
 		for (int q = 0; q < 4; q++)
 			masks[q][0] = masks[q][1] = masks[q][2] = 0;
-		for (int i = 0; i < blk->n; i++) {
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			int l = 0, ld = 1 << 30;
-			for (int q = 0; q < k; q++) {
+			KILN_ROLLED for (int q = 0; q < k; q++) {
 				int d = 0;
 				for (int ch = 0; ch < 4; ch++) {
 					int a = blk->px[i][ch] - c[q][ch];
@@ -1262,7 +1274,7 @@ KILN_HD void astc_enc_k_means(const astc_enc_block *blk, const astc_enc_fit *lin
 			for (int ch = 0; ch < 4; ch++)
 				sum[l][ch] += blk->px[i][ch];
 		}
-		for (int q = 0; q < k; q++)
+		KILN_ROLLED for (int q = 0; q < k; q++)
 			if (cnt[q])
 				for (int ch = 0; ch < 4; ch++)
 					c[q][ch] = (sum[q][ch] + cnt[q] / 2) / cnt[q];
@@ -1275,23 +1287,23 @@ KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k
 {
 	const uint64_t(*pl)[3] = ctx->part34[k - 3][seed];
 	int words = (n + 63) >> 6, cnt[4][4];
-	for (int b = 0; b < k; b++) {
-		for (int a = 0; a < k; a++)
+	KILN_ROLLED for (int b = 0; b < k; b++) {
+		KILN_ROLLED for (int a = 0; a < k; a++)
 			cnt[a][b] = 0;
-		for (int w = 0; w < words; w++) {
+		KILN_ROLLED for (int w = 0; w < words; w++) {
 			uint64_t p0 = pl[0][w], p1 = pl[1][w];
 			uint64_t pm = ((b & 1) ? p0 : ~p0) & ((b & 2) ? p1 : ~p1);
-			for (int a = 0; a < k; a++)
+			KILN_ROLLED for (int a = 0; a < k; a++)
 				cnt[a][b] += astc_enc_popcount(masks[a][w] & pm);
 		}
 	}
 	/* the best assignment over every permutation (6 or 24) */
 	int best = 0;
-	for (int b0 = 0; b0 < k; b0++)
-		for (int b1 = 0; b1 < k; b1++) {
+	KILN_ROLLED for (int b0 = 0; b0 < k; b0++)
+		KILN_ROLLED for (int b1 = 0; b1 < k; b1++) {
 			if (b1 == b0)
 				continue;
-			for (int b2 = 0; b2 < k; b2++) {
+			KILN_ROLLED for (int b2 = 0; b2 < k; b2++) {
 				if (b2 == b0 || b2 == b1)
 					continue;
 				int sum = cnt[0][b0] + cnt[1][b1] + cnt[2][b2];
@@ -1310,14 +1322,14 @@ KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k
  * (squared 8-bit differences). ep are the fit's line endpoints; ef says how many
  * candidates, which grids and how many correction steps. Fills cand[] with the ef->cand
  * best mode indices (ties to the lower index) and returns how many it found. */
-KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_fit *fit,
-			      int ep[4][2][4], int dual, const astc_enc_effort *ef, int *cand)
+ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_fit *fit,
+				       int ep[4][2][4], int dual, const astc_enc_effort *ef, int *cand)
 {
 	int count = ef->cand;
 	int n = blk->n, parts = fit->parts, ccs = dual ? fit->ccs : 4;
 	/* squared length of each partition's line per plane, in 0..255 units */
 	float len[2][4];
-	for (int p = 0; p < parts; p++) {
+	KILN_ROLLED for (int p = 0; p < parts; p++) {
 		len[0][p] = 0.0f;
 		len[1][p] = 0.0f;
 		for (int k = 0; k < 4; k++) {
@@ -1329,20 +1341,20 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 		}
 	}
 	float lmean[2] = {0.0f, 0.0f};
-	for (int i = 0; i < n; i++) {
+	KILN_ROLLED for (int i = 0; i < n; i++) {
 		lmean[0] += len[0][fit->part[i]];
 		lmean[1] += len[1][fit->part[i]];
 	}
 	lmean[0] = lmean[0] / (float)n / 4096.0f;
 	lmean[1] = lmean[1] / (float)n / 4096.0f;
 	int channels = 0;
-	for (int p = 0; p < parts; p++)
+	KILN_ROLLED for (int p = 0; p < parts; p++)
 		channels += fit->alpha[p] || ccs == 3 ? 4 : 3;
 	channels = channels * n / parts;
 	/* base+scale endpoints lie on a ray from black: the distance of the darker endpoint
 	 * from the brighter one's ray, over a third of the texels on average */
 	float scale_err = 0.0f;
-	for (int p = 0; p < parts; p++) {
+	KILN_ROLLED for (int p = 0; p < parts; p++) {
 		int hi = ep[p][1][0] + ep[p][1][1] + ep[p][1][2] >= ep[p][0][0] + ep[p][0][1] + ep[p][0][2] ? 1 : 0;
 		float dot = 0.0f, hh = 0.0f, ll = 0.0f;
 		for (int k = 0; k < 3; k++) {
@@ -1353,7 +1365,7 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 		}
 		float off = hh > 0.0f ? ll - dot * dot / hh : ll;
 		int cnt = 0;
-		for (int i = 0; i < n; i++)
+		KILN_ROLLED for (int i = 0; i < n; i++)
 			cnt += fit->part[i] == p;
 		scale_err += (off > 0.0f ? off : 0.0f) * (float)cnt / 3.0f;
 	}
@@ -1369,11 +1381,11 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 		values[kind] = astc_enc_kind_cems(&tmp, fit, ccs, kind, &config[kind]);
 	/* the expected endpoint quantisation error of each colour range */
 	float cterm_of[ASTC_RANGES];
-	for (int r = 0; r < ASTC_RANGES; r++)
+	KILN_ROLLED for (int r = 0; r < ASTC_RANGES; r++)
 		cterm_of[r] = (float)channels * ctx->color_step[r] * ctx->color_step[r] / 18.0f;
-	for (int g = 0; g < ctx->grid_count; g++) {
+	KILN_ROLLED for (int g = 0; g < ctx->grid_count; g++) {
 		int first = ctx->grid_first[g], end = ctx->grid_first[g + 1], any = 0;
-		for (int t = first; t < end && !any; t++)
+		KILN_ROLLED for (int t = first; t < end && !any; t++)
 			any = ctx->modes[ctx->grid_modes[t]].dual == dual;
 		if (!any)
 			continue;
@@ -1382,12 +1394,12 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 		if (ef->grid_share && ng * ef->grid_share < n)
 			continue;
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
-		for (int pl = 0; pl <= dual; pl++) {
+		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 			const float *tw = pl ? fit->w1 : fit->w;
 			astc_enc_grid_from_texels(gr, n, tw, ideal[pl], ef->est_steps);
 			if (gr->full)
 				continue;
-			for (int i = 0; i < n; i++) {
+			KILN_ROLLED for (int i = 0; i < n; i++) {
 				const astc_infill_tap *tp = &gr->taps[i];
 				float w = ((float)tp->fac[0] * ideal[pl][tp->idx[0]] + (float)tp->fac[1] * ideal[pl][tp->idx[1]] +
 					   (float)tp->fac[2] * ideal[pl][tp->idx[2]] + (float)tp->fac[3] * ideal[pl][tp->idx[3]]) /
@@ -1396,7 +1408,7 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 				dec += d * d * len[pl][fit->part[i]] / 4096.0f;
 			}
 		}
-		for (int t = first; t < end; t++) {
+		KILN_ROLLED for (int t = first; t < end; t++) {
 			int mi = ctx->grid_modes[t];
 			const astc_enc_mode *m = &ctx->modes[mi];
 			if (m->dual != dual)
@@ -1418,9 +1430,9 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 			if (!live)
 				continue;
 			float e = dec;
-			for (int pl = 0; pl <= dual; pl++) {
+			KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 				float q = 0.0f;
-				for (int j = 0; j < ng; j++) {
+				KILN_ROLLED for (int j = 0; j < ng; j++) {
 					int v = astc_enc_round64(ideal[pl][j]);
 					float d = ideal[pl][j] - (float)ctx->wrecon[m->wrange][v];
 					q += d * d * (float)gr->den[j];
@@ -1442,7 +1454,7 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 				if (at >= count)
 					continue;
 				int last = have < count ? have : count - 1;
-				for (int j = last; j > at; j--) {
+				KILN_ROLLED for (int j = last; j > at; j--) {
 					cand[j] = cand[j - 1];
 					errs[j] = errs[j - 1];
 				}
@@ -1458,17 +1470,9 @@ KILN_HD int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk
 
 /* Every block mode of the fit's plane count with a single fit (no refinement), then the
  * best few refined and polished: keeps *best / *best_err when nothing beats them. */
-/* astc_enc_search has several callers (one and two planes, 2, 3 and 4 partitions):
- * under nvcc it stays one function instead of a copy inlined at each (with the copies
- * the kernel took 128 registers instead of 96 and twice the spills). */
-#ifdef __CUDACC__
-#define ASTC_ENC_SEARCH_FN static __host__ __device__ __noinline__
-#else
-#define ASTC_ENC_SEARCH_FN KILN_HD
-#endif
-ASTC_ENC_SEARCH_FN void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-			     const astc_enc_fit *fit, int seed, const astc_enc_effort *ef, astc_symbolic *best,
-			     uint32_t *best_err)
+ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_block *blk,
+				      const astc_enc_fit *fit, int seed, const astc_enc_effort *ef, astc_symbolic *best,
+				      uint32_t *best_err)
 {
 	int keep = ef->keep;
 	int dual = fit->ccs < 4;
@@ -1479,7 +1483,7 @@ ASTC_ENC_SEARCH_FN void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_
 	int line_ep[4][2][4];
 	astc_enc_line_endpoints(blk, fit, line_ep);
 	int nmodes = astc_enc_estimate(ctx, blk, fit, line_ep, dual, ef, modes);
-	for (int c = 0; c < nmodes; c++) {
+	KILN_ROLLED for (int c = 0; c < nmodes; c++) {
 		int m = modes[c] / ASTC_ENC_KINDS;
 		uint32_t limit = have == keep ? errs[have - 1] : UINT32_MAX;
 		int kind = modes[c] % ASTC_ENC_KINDS;
@@ -1495,7 +1499,7 @@ ASTC_ENC_SEARCH_FN void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_
 		if (at >= keep)
 			continue;
 		int last = have < keep ? have : keep - 1;
-		for (int j = last; j > at; j--) {
+		KILN_ROLLED for (int j = last; j > at; j--) {
 			list[j] = list[j - 1];
 			kinds[j] = kinds[j - 1];
 			errs[j] = errs[j - 1];
@@ -1506,7 +1510,7 @@ ASTC_ENC_SEARCH_FN void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_
 		if (have < keep)
 			have++;
 	}
-	for (int t = 0; t < have; t++) {
+	KILN_ROLLED for (int t = 0; t < have; t++) {
 		const astc_enc_mode *md = &ctx->modes[list[t]];
 		uint32_t e = astc_enc_try_mode(ctx, blk, fit, line_ep, md, seed, ef->iterations, ef->grid_steps,
 					       UINT32_MAX, &kinds[t], &cand);
@@ -1523,16 +1527,17 @@ ASTC_ENC_SEARCH_FN void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_
 /* k partitions (3, 4): the `tries` seeds whose patterns best match a k-means clustering,
  * re-ranked by the residual of a line fit per partition, the best `full` searched; the
  * fits are made in *scratch. */
-KILN_HD void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_fit *line,
-				   int k, int tries, int full, const astc_enc_effort *ef, astc_enc_fit *scratch,
-				   astc_symbolic *best, uint32_t *best_err)
+ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block *blk,
+					    const astc_enc_fit *line,
+					    int k, int tries, int full, const astc_enc_effort *ef, astc_enc_fit *scratch,
+					    astc_symbolic *best, uint32_t *best_err)
 {
 	int n = blk->n;
 	uint64_t masks[4][3];
 	astc_enc_k_means(blk, line, k, masks);
 	int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
 	uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
-	for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
+	KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
 		if (!((ctx->part34_ok[s] >> (k - 3)) & 1))
 			continue;
 		uint32_t sc = (uint32_t)astc_enc_pattern_mismatch_k(ctx, s, k, masks, n);
@@ -1542,16 +1547,16 @@ KILN_HD void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block
 	f->parts = k;
 	f->ccs = 4;
 	const uint64_t(*pl)[ASTC_ENC_SEEDS][2][3] = &ctx->part34[k - 3];
-	for (int t = 0; t < have; t++) {
-		for (int i = 0; i < n; i++)
+	KILN_ROLLED for (int t = 0; t < have; t++) {
+		KILN_ROLLED for (int i = 0; i < n; i++)
 			f->part[i] = (uint8_t)(((*pl)[seeds[t]][0][i >> 6] >> (i & 63) & 1u) |
 					      (((*pl)[seeds[t]][1][i >> 6] >> (i & 63) & 1u) << 1));
 		astc_enc_fit_lines(blk, f);
 		scores[t] = f->resid[0] + f->resid[1] + f->resid[2] + f->resid[3];
 	}
-	for (int j = 0; j < full && j < have && *best_err > 0; j++) {
+	KILN_ROLLED for (int j = 0; j < full && j < have && *best_err > 0; j++) {
 		int sd = astc_enc_select(seeds, scores, have, j);
-		for (int i = 0; i < n; i++)
+		KILN_ROLLED for (int i = 0; i < n; i++)
 			f->part[i] = (uint8_t)(((*pl)[sd][0][i >> 6] >> (i & 63) & 1u) |
 					      (((*pl)[sd][1][i >> 6] >> (i & 63) & 1u) << 1));
 		astc_enc_fit_lines(blk, f);
@@ -1578,80 +1583,57 @@ KILN_HD int astc_enc_stage_wanted(const astc_enc_effort *ef, int stage, int n, u
 			   ((ef->tries3 > 0 || ef->tries4 > 0) && err > (uint32_t)(ef->gate * n)));
 }
 
-/* Runs one stage of a block's search. ONE encodes the block into out (16 bytes) and sets
- * *err to its squared error (0 for a void extent); a later stage takes out and *err as
- * they are and replaces them when it finds a closer encoding. */
-#ifdef __CUDACC__
-#define ASTC_ENC_STAGE_FN static __host__ __device__ __noinline__
-#else
-#define ASTC_ENC_STAGE_FN KILN_HD
-#endif
-ASTC_ENC_STAGE_FN void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-					 const astc_enc_effort *ef, int stage, uint8_t *out, uint32_t *err)
+/* The search of one stage for a block that is not constant: replaces *best and *best_err
+ * when it finds a closer encoding. */
+ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
+					    const astc_enc_effort *ef, int stage, astc_symbolic *best,
+					    uint32_t *best_err)
 {
-	astc_symbolic best;
-	best.kind = ASTC_KIND_NORMAL;
-	best.partitions = 1;
 	int n = blk->n;
-	if (stage == ASTC_ENC_STAGE_ONE) {
-		int constant = 1;
-		for (int i = 1; i < n && constant; i++)
-			for (int k = 0; k < 4; k++)
-				constant &= blk->px[i][k] == blk->px[0][k];
-		if (constant) {
-			best.kind = ASTC_KIND_VOID;
-			for (int k = 0; k < 4; k++)
-				best.void_color[k] = (uint16_t)(blk->px[0][k] * 257);
-			astc_pack(&best, out);
-			*err = 0;
-			return;
-		}
-	}
 	/* the line of the whole block: searched at ONE, the start of the later stages */
-	uint32_t best_err = stage == ASTC_ENC_STAGE_ONE ? UINT32_MAX : *err;
 	astc_enc_fit fit;
 	fit.parts = 1;
 	fit.ccs = 4;
-	for (int i = 0; i < n; i++)
+	KILN_ROLLED for (int i = 0; i < n; i++)
 		fit.part[i] = 0;
 	astc_enc_fit_lines(blk, &fit);
 	/* one scratch fit for every other partitioning (a fit is most of a GPU thread's
 	 * local memory) */
 	astc_enc_fit alt;
 	if (stage == ASTC_ENC_STAGE_ONE) {
-		astc_enc_search(ctx, blk, &fit, 0, ef, &best, &best_err);
+		astc_enc_search(ctx, blk, &fit, 0, ef, best, best_err);
 	} else if (stage == ASTC_ENC_STAGE_DUAL) {
 		/* a second weight plane for the channel farthest from the line (all that vary
 		 * at high) */
 		astc_enc_fit *f1 = &alt;
 		f1->parts = 1;
-		for (int i = 0; i < n; i++)
+		KILN_ROLLED for (int i = 0; i < n; i++)
 			f1->part[i] = 0;
 		int order[4] = {0, 1, 2, 3};
 		for (int a = 1; a < 4; a++)
-			for (int b = a; b > 0 && fit.resid[order[b]] > fit.resid[order[b - 1]]; b--) {
+			KILN_ROLLED for (int b = a; b > 0 && fit.resid[order[b]] > fit.resid[order[b - 1]]; b--) {
 				int t = order[b];
 				order[b] = order[b - 1];
 				order[b - 1] = t;
 			}
-		for (int t = 0; t < ef->dual_tries && best_err > 0; t++) {
+		KILN_ROLLED for (int t = 0; t < ef->dual_tries && *best_err > 0; t++) {
 			if (fit.resid[order[t]] == 0)
 				break;
 			f1->ccs = order[t];
 			astc_enc_fit_lines(blk, f1);
-			astc_enc_search(ctx, blk, f1, 0, ef, &best, &best_err);
+			astc_enc_search(ctx, blk, f1, 0, ef, best, best_err);
 		}
 	} else {
 		uint32_t gate = (uint32_t)(ef->gate * n);
 		/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
 		 * the residual of a line fit per partition; the best few searched in full */
 		int tries = ef->p2_tries, full = ef->p2_full;
-		if (tries > 0 && best_err > (uint32_t)(ef->p2_gate * n)) {
+		if (tries > 0 && *best_err > (uint32_t)(ef->p2_gate * n)) {
 			uint64_t labels[3];
 			astc_enc_two_means(blk, &fit, labels);
 			int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
 			uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
-			for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
+			KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
 				if (!ctx->part2_ok[s])
 					continue;
 				uint32_t sc = (uint32_t)astc_enc_pattern_mismatch(ctx, s, labels, n);
@@ -1660,24 +1642,24 @@ ASTC_ENC_STAGE_FN void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc
 			astc_enc_fit *f2 = &alt;
 			f2->parts = 2;
 			f2->ccs = 4;
-			for (int t = 0; t < have; t++) {
-				for (int i = 0; i < n; i++)
+			KILN_ROLLED for (int t = 0; t < have; t++) {
+				KILN_ROLLED for (int i = 0; i < n; i++)
 					f2->part[i] = (uint8_t)((ctx->part2[seeds[t]][i >> 6] >> (i & 63)) & 1u);
 				astc_enc_fit_lines(blk, f2);
 				scores[t] = f2->resid[0] + f2->resid[1] + f2->resid[2] + f2->resid[3];
 			}
 			/* stable selection of the `full` lowest residuals */
-			for (int k = 0; k < full && k < have; k++) {
+			KILN_ROLLED for (int k = 0; k < full && k < have; k++) {
 				int sd = astc_enc_select(seeds, scores, have, k);
-				for (int i = 0; i < n; i++)
+				KILN_ROLLED for (int i = 0; i < n; i++)
 					f2->part[i] = (uint8_t)((ctx->part2[sd][i >> 6] >> (i & 63)) & 1u);
 				astc_enc_fit_lines(blk, f2);
-				astc_enc_search(ctx, blk, f2, sd, ef, &best, &best_err);
+				astc_enc_search(ctx, blk, f2, sd, ef, best, best_err);
 			}
 			/* the best-fitting seed with a second weight plane for the channel farthest
 			 * from its lines */
-			if (ef->dual2 && have > 0 && best_err > gate) {
-				for (int i = 0; i < n; i++)
+			if (ef->dual2 && have > 0 && *best_err > gate) {
+				KILN_ROLLED for (int i = 0; i < n; i++)
 					f2->part[i] = (uint8_t)((ctx->part2[seeds[0]][i >> 6] >> (i & 63)) & 1u);
 				astc_enc_fit_lines(blk, f2);
 				int far = 0;
@@ -1687,15 +1669,39 @@ ASTC_ENC_STAGE_FN void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc
 				if (f2->resid[far] > 0) {
 					f2->ccs = far;
 					astc_enc_fit_lines(blk, f2);
-					astc_enc_search(ctx, blk, f2, seeds[0], ef, &best, &best_err);
+					astc_enc_search(ctx, blk, f2, seeds[0], ef, best, best_err);
 				}
 			}
 		}
-		if (ef->tries3 > 0 && best_err > gate)
-			astc_enc_search_parts(ctx, blk, &fit, 3, ef->tries3, ef->full3, ef, &alt, &best, &best_err);
-		if (ef->tries4 > 0 && best_err > gate &&
-		    (ef->p4_mult == 0 || best_err > ef->p4_mult * gate || (best.kind == ASTC_KIND_NORMAL && best.partitions == 3)))
-			astc_enc_search_parts(ctx, blk, &fit, 4, ef->tries4, ef->full4, ef, &alt, &best, &best_err);
+		if (ef->tries3 > 0 && *best_err > gate)
+			astc_enc_search_parts(ctx, blk, &fit, 3, ef->tries3, ef->full3, ef, &alt, best, best_err);
+		if (ef->tries4 > 0 && *best_err > gate &&
+		    (ef->p4_mult == 0 || *best_err > ef->p4_mult * gate || (best->kind == ASTC_KIND_NORMAL && best->partitions == 3)))
+			astc_enc_search_parts(ctx, blk, &fit, 4, ef->tries4, ef->full4, ef, &alt, best, best_err);
+	}
+}
+
+/* Runs one stage of a block's search. ONE encodes the block into out (16 bytes) and sets
+ * *err to its squared error (0 for a void extent); a later stage takes out and *err as
+ * they are and replaces them when it finds a closer encoding. */
+ASTC_ENC_OUTLINE void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
+					const astc_enc_effort *ef, int stage, uint8_t *out, uint32_t *err)
+{
+	astc_symbolic best;
+	best.kind = ASTC_KIND_NORMAL;
+	best.partitions = 1;
+	int n = blk->n, constant = stage == ASTC_ENC_STAGE_ONE;
+	KILN_ROLLED for (int i = 1; i < n && constant; i++)
+		for (int k = 0; k < 4; k++)
+			constant &= blk->px[i][k] == blk->px[0][k];
+	uint32_t best_err = stage == ASTC_ENC_STAGE_ONE ? UINT32_MAX : *err;
+	if (constant) {
+		best.kind = ASTC_KIND_VOID;
+		for (int k = 0; k < 4; k++)
+			best.void_color[k] = (uint16_t)(blk->px[0][k] * 257);
+		best_err = 0;
+	} else {
+		astc_enc_search_stage(ctx, blk, ef, stage, &best, &best_err);
 	}
 	if (stage == ASTC_ENC_STAGE_ONE || best_err < *err) {
 		astc_pack(&best, out);
