@@ -34,7 +34,7 @@ typedef struct codec_setting {
 static const codec_setting settings[] = {
 	{"fast", "BC1 DDS", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_FAST, KILN_CONTAINER_DDS, 96, 1920, false},
 	{"high", "BC1 DDS", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_HIGH, KILN_CONTAINER_DDS, 24, 1920, false},
-	{"astc4x4-fast", "ASTC 4x4 .astc", KILN_TEXFMT_ASTC, KILN_QUALITY_FAST, KILN_CONTAINER_ASTC, 24, 96, false},
+	{"astc4x4-fast", "ASTC 4x4 .astc", KILN_TEXFMT_ASTC, KILN_QUALITY_FAST, KILN_CONTAINER_ASTC, 48, 768, false},
 	{"png-fast", "PNG (kiln, fast)", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_FAST, KILN_CONTAINER_DDS, 192, 960, true},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
