@@ -125,6 +125,15 @@ typedef struct astc_enc_grid {
 	uint8_t full; /* the grid is the footprint: no infill */
 	astc_infill_tap taps[ASTC_MAX_TEXELS];
 	uint16_t den[ASTC_MAX_WEIGHTS];
+	/* the transpose of the taps (not for a full grid): grid point j gets factor tfac[e]
+	 * from texel ttex[e] for e in tfirst[j] .. tfirst[j + 1] - 1, in the order of the
+	 * texels and then of their taps, so that a sum over them adds in the order of a
+	 * scatter over the texels' taps; taps of factor zero are left out, and with them every
+	 * repeated index (astc_infill_texel repeats one only with a zero factor), so each
+	 * texel that reads the point appears once */
+	uint16_t tfirst[ASTC_MAX_WEIGHTS + 1];
+	uint8_t ttex[4 * ASTC_MAX_TEXELS];
+	uint8_t tfac[4 * ASTC_MAX_TEXELS];
 } astc_enc_grid;
 
 /* What the encoder precomputes per footprint: the distinct valid single-plane block modes
@@ -273,6 +282,21 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 						gr->den[t->idx[k]] = (uint16_t)(gr->den[t->idx[k]] + t->fac[k]);
 				}
 			}
+			int at = 0;
+			KILN_ROLLED for (int j = 0; j < md.grid_w * md.grid_h; j++) {
+				gr->tfirst[j] = (uint16_t)at;
+				KILN_ROLLED for (int i = 0; i < bw * bh && !gr->full; i++) {
+					for (int k = 0; k < 4; k++) {
+						if (gr->taps[i].idx[k] != j || !gr->taps[i].fac[k])
+							continue;
+						gr->ttex[at] = (uint8_t)i;
+						gr->tfac[at] = gr->taps[i].fac[k];
+						at++;
+					}
+				}
+			}
+			KILN_ROLLED for (int j = md.grid_w * md.grid_h; j <= ASTC_MAX_WEIGHTS; j++)
+				gr->tfirst[j] = (uint16_t)at;
 		}
 		e->grid = (uint8_t)g;
 	}
@@ -493,29 +517,30 @@ ASTC_ENC_OUTLINE void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, c
 			grid[i] = tw[i] * 64.0f;
 		return;
 	}
-	float num[ASTC_MAX_WEIGHTS];
-	KILN_ROLLED for (int j = 0; j < ng; j++)
-		num[j] = 0.0f;
-	KILN_ROLLED for (int i = 0; i < n; i++)
-		for (int k = 0; k < 4; k++)
-			num[g->taps[i].idx[k]] += (float)g->taps[i].fac[k] * tw[i];
-	KILN_ROLLED for (int j = 0; j < ng; j++)
-		grid[j] = g->den[j] > 0 ? num[j] / (float)g->den[j] * 64.0f : 32.0f;
+	/* each grid point's sum gathered over the transposed taps: the float additions of a
+	 * scatter over the texels' taps in the same order, less those of a zero product (a sum
+	 * that starts at +0 is never -0, so adding a zero leaves it as it is) */
+	KILN_ROLLED for (int j = 0; j < ng; j++) {
+		float num = 0.0f;
+		KILN_ROLLED for (int e = g->tfirst[j]; e < g->tfirst[j + 1]; e++)
+			num += (float)g->tfac[e] * tw[g->ttex[e]];
+		grid[j] = g->den[j] > 0 ? num / (float)g->den[j] * 64.0f : 32.0f;
+	}
 	/* the average blurs: correction steps towards the least-squares grid, each grid
 	 * point moved by the average residual of the texels it reaches */
+	float r[ASTC_MAX_TEXELS];
 	KILN_ROLLED for (int it = 0; it < steps; it++) {
-		KILN_ROLLED for (int j = 0; j < ng; j++)
-			num[j] = 0.0f;
 		KILN_ROLLED for (int i = 0; i < n; i++) {
 			const astc_infill_tap *t = &g->taps[i];
 			float w = ((float)t->fac[0] * grid[t->idx[0]] + (float)t->fac[1] * grid[t->idx[1]] +
 				   (float)t->fac[2] * grid[t->idx[2]] + (float)t->fac[3] * grid[t->idx[3]]) / 16.0f;
-			float r = tw[i] * 64.0f - w;
-			for (int k = 0; k < 4; k++)
-				num[t->idx[k]] += (float)t->fac[k] * r;
+			r[i] = tw[i] * 64.0f - w;
 		}
 		KILN_ROLLED for (int j = 0; j < ng; j++) {
-			float v = g->den[j] > 0 ? grid[j] + num[j] / (float)g->den[j] : grid[j];
+			float num = 0.0f;
+			KILN_ROLLED for (int e = g->tfirst[j]; e < g->tfirst[j + 1]; e++)
+				num += (float)g->tfac[e] * r[g->ttex[e]];
+			float v = g->den[j] > 0 ? grid[j] + num / (float)g->den[j] : grid[j];
 			grid[j] = v < 0.0f ? 0.0f : (v > 64.0f ? 64.0f : v);
 		}
 	}
@@ -1000,33 +1025,30 @@ KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint
 	return err;
 }
 
-/* Whether texel i's infill reads grid point j of g (with a non-zero factor), and then
- * its weight from the grid weights gq. */
-KILN_HD int astc_enc_reads_point(const astc_enc_grid *g, const uint8_t *gq, int i, int j, int *w)
+/* Texel i's weight infilled from the grid weights gq. */
+KILN_HD int astc_enc_texel_weight(const astc_enc_grid *g, const uint8_t *gq, int i)
 {
-	if (g->full) {
-		*w = gq[j];
-		return i == j;
-	}
+	if (g->full)
+		return gq[i];
 	const astc_infill_tap *t = &g->taps[i];
-	if (!((t->idx[0] == j && t->fac[0]) || (t->idx[1] == j && t->fac[1]) || (t->idx[2] == j && t->fac[2]) ||
-	      (t->idx[3] == j && t->fac[3])))
-		return 0;
-	*w = (8 + gq[t->idx[0]] * t->fac[0] + gq[t->idx[1]] * t->fac[1] + gq[t->idx[2]] * t->fac[2] +
-	      gq[t->idx[3]] * t->fac[3]) >> 4;
-	return 1;
+	return (8 + gq[t->idx[0]] * t->fac[0] + gq[t->idx[1]] * t->fac[1] + gq[t->idx[2]] * t->fac[2] +
+		gq[t->idx[3]] * t->fac[3]) >> 4;
 }
 
 /* Local search on a finished encoding: moves each grid weight, then each colour value, one
  * quantisation level up or down while the exact error falls (at most `passes` sweeps).
- * Per-texel errors are kept so that a move re-evaluates only the texels it touches.
- * Returns the new error of s. */
+ * Per-texel errors are kept so that a move re-evaluates only what it changes: a grid
+ * weight the texels that read it (the transposed taps), a colour value the channels of
+ * its partition whose decoded endpoints move. A sweep ends early where it reaches the
+ * moves that followed the last accepted one without accepting any: they were rejected in
+ * the same state before. Returns the new error of s. */
 ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_grid *g,
 					  astc_symbolic *s, uint32_t err, int passes)
 {
 	uint8_t part[ASTC_MAX_TEXELS], W[2][ASTC_MAX_TEXELS], gq[2][ASTC_MAX_WEIGHTS];
 	uint8_t lut[4][4][65];
 	uint32_t terr[ASTC_MAX_TEXELS];
+	int cur[4][2][4]; /* the decoded endpoints of each partition, as in lut */
 	int dual = s->mode.dual, ccs = dual ? s->ccs : 4, wr = s->mode.wrange;
 	int ng = s->mode.grid_w * s->mode.grid_h, n = blk->n, parts = s->partitions;
 	astc_enc_partitions(blk, s, part);
@@ -1035,41 +1057,45 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 			gq[pl][j] = astc_weight_unquant[wr][s->weights[pl <= dual ? pl : 0][j]];
 		astc_enc_infill(g, n, gq[pl], W[pl]);
 	}
-	KILN_ROLLED for (int p = 0; p < parts; p++)
+	KILN_ROLLED for (int p = 0; p < parts; p++) {
 		astc_enc_lut(s, p, blk->srgb, lut[p]);
+		astc_enc_decoded_endpoints(s, p, cur[p][0], cur[p][1]);
+	}
 	uint32_t total = 0;
 	KILN_ROLLED for (int i = 0; i < n; i++) {
 		terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
 		total += terr[i];
 	}
 	err = total;
-	KILN_ROLLED for (int pass = 0; pass < passes && err > 0; pass++) {
-		int improved = 0;
-		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
-			KILN_ROLLED for (int j = 0; j < ng; j++) {
+	/* moves are numbered in sweep order (pos); last: the last one accepted */
+	int last = -1, settled = 0;
+	KILN_ROLLED for (int pass = 0; pass < passes && err > 0 && !settled; pass++) {
+		int improved = 0, pos = 0;
+		KILN_ROLLED for (int pl = 0; pl <= dual && !settled; pl++) {
+			KILN_ROLLED for (int j = 0; j < ng; j++, pos++) {
+				if (pass > 0 && !improved && pos > last) {
+					settled = 1;
+					break;
+				}
 				uint8_t old = s->weights[pl][j];
+				/* the texels whose infill reads grid point j */
+				int first = g->full ? j : g->tfirst[j], end = g->full ? j + 1 : g->tfirst[j + 1];
 				for (int dir = 0; dir < 2; dir++) {
 					uint8_t nc = ctx->wstep[wr][old][dir];
 					if (nc == old)
 						continue;
 					gq[pl][j] = astc_weight_unquant[wr][nc];
-					/* the error of the texels whose infill reads grid point j */
 					int64_t delta = 0;
-					int lo = g->full ? j : 0, hi = g->full ? j + 1 : n;
-					KILN_ROLLED for (int i = lo; i < hi; i++) {
-						int w;
-						if (!astc_enc_reads_point(g, gq[pl], i, j, &w))
-							continue;
+					KILN_ROLLED for (int e = first; e < end; e++) {
+						int i = g->full ? e : g->ttex[e], w = astc_enc_texel_weight(g, gq[pl], i);
 						int w0 = pl == 0 ? w : W[0][i], w1 = pl == 1 || !dual ? w : W[1][i];
 						delta += (int64_t)astc_enc_texel_err(blk, i, lut[part[i]], w0, w1, ccs) - terr[i];
 					}
 					if (delta < 0) {
 						/* accept: commit the texels' weights and errors */
 						s->weights[pl][j] = nc;
-						KILN_ROLLED for (int i = lo; i < hi; i++) {
-							int w;
-							if (!astc_enc_reads_point(g, gq[pl], i, j, &w))
-								continue;
+						KILN_ROLLED for (int e = first; e < end; e++) {
+							int i = g->full ? e : g->ttex[e], w = astc_enc_texel_weight(g, gq[pl], i);
 							W[pl][i] = (uint8_t)w;
 							if (!dual)
 								W[1][i] = (uint8_t)w;
@@ -1077,6 +1103,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						}
 						err = (uint32_t)((int64_t)err + delta);
 						improved = 1;
+						last = pos;
 						break;
 					}
 					gq[pl][j] = astc_weight_unquant[wr][old];
@@ -1084,38 +1111,54 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 			}
 		}
 		int base = 0;
-		KILN_ROLLED for (int p = 0; p < parts; p++) {
+		KILN_ROLLED for (int p = 0; p < parts && !settled; p++) {
 			int nv = astc_cem_values(s->cem[p]);
-			KILN_ROLLED for (int v = base; v < base + nv; v++) {
+			KILN_ROLLED for (int v = base; v < base + nv; v++, pos++) {
+				if (pass > 0 && !improved && pos > last) {
+					settled = 1;
+					break;
+				}
 				uint8_t old = s->colors[v];
 				for (int dir = 0; dir < 2; dir++) {
 					uint8_t nc = ctx->cstep[s->crange][old][dir];
 					if (nc == old)
 						continue;
 					s->colors[v] = nc;
-					/* the moved endpoints decoded texel by texel: cheaper than a
-					 * new table unless the partition has over 65 texels */
-					int e0[4], e1[4];
-					astc_enc_decoded_endpoints(s, p, e0, e1);
+					/* only the channels whose decoded endpoints move change: their
+					 * errors decoded texel by texel (cheaper than new tables unless
+					 * the partition has over 65 texels) against the tables' */
+					int ne[2][4], ch = 0;
+					astc_enc_decoded_endpoints(s, p, ne[0], ne[1]);
+					for (int k = 0; k < 4; k++)
+						if (ne[0][k] != cur[p][0][k] || ne[1][k] != cur[p][1][k])
+							ch |= 1 << k;
 					int64_t delta = 0;
-					KILN_ROLLED for (int i = 0; i < n; i++) {
+					KILN_ROLLED for (int i = 0; i < n && ch; i++) {
 						if (part[i] != p)
 							continue;
-						int te = 0;
 						for (int k = 0; k < 4; k++) {
+							if (!((ch >> k) & 1))
+								continue;
 							int w = k == ccs ? W[1][i] : W[0][i];
-							int d = astc_enc_interp(e0[k], e1[k], w, blk->srgb) - (int)blk->px[i][k];
-							te += d * d;
+							int d1 = astc_enc_interp(ne[0][k], ne[1][k], w, blk->srgb) - (int)blk->px[i][k];
+							int d0 = (int)lut[p][k][w] - (int)blk->px[i][k];
+							delta += d1 * d1 - d0 * d0;
 						}
-						delta += (int64_t)te - terr[i];
 					}
 					if (delta < 0) {
-						astc_enc_lut(s, p, blk->srgb, lut[p]);
+						for (int k = 0; k < 4; k++) {
+							cur[p][0][k] = ne[0][k];
+							cur[p][1][k] = ne[1][k];
+							if ((ch >> k) & 1)
+								KILN_ROLLED for (int w = 0; w <= 64; w++)
+									lut[p][k][w] = (uint8_t)astc_enc_interp(ne[0][k], ne[1][k], w, blk->srgb);
+						}
 						KILN_ROLLED for (int i = 0; i < n; i++)
 							if (part[i] == p)
 								terr[i] = astc_enc_texel_err(blk, i, lut[p], W[0][i], W[1][i], ccs);
 						err = (uint32_t)((int64_t)err + delta);
 						improved = 1;
+						last = pos;
 						break;
 					}
 					s->colors[v] = old;
@@ -1383,6 +1426,10 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 	float cterm_of[ASTC_RANGES];
 	KILN_ROLLED for (int r = 0; r < ASTC_RANGES; r++)
 		cterm_of[r] = (float)channels * ctx->color_step[r] * ctx->color_step[r] / 18.0f;
+	/* and the error each kind adds */
+	float kterm[ASTC_ENC_KINDS];
+	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++)
+		kterm[kind] = kind == 1 ? scale_err : (kind == 2 ? (float)fit->gray_err : 0.0f);
 	KILN_ROLLED for (int g = 0; g < ctx->grid_count; g++) {
 		int first = ctx->grid_first[g], end = ctx->grid_first[g + 1], any = 0;
 		KILN_ROLLED for (int t = first; t < end && !any; t++)
@@ -1416,7 +1463,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			/* per kind the colour terms; the error without the weight quantisation
 			 * term (>= 0) bounds the candidate from below: a mode whose bounds cannot
 			 * enter the full list is dropped before that term is computed */
-			float cterm[ASTC_ENC_KINDS], kterm[ASTC_ENC_KINDS];
+			float cterm[ASTC_ENC_KINDS];
 			int ok[ASTC_ENC_KINDS], live = 0;
 			for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
 				int cr = values[kind] ? astc_enc_color_range(ctx, values[kind], config[kind] + m->weight_bits) : -1;
@@ -1424,7 +1471,6 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 				if (!ok[kind])
 					continue;
 				cterm[kind] = cterm_of[cr];
-				kterm[kind] = kind == 1 ? scale_err : (kind == 2 ? (float)fit->gray_err : 0.0f);
 				live |= have < count || dec + cterm[kind] + kterm[kind] < errs[count - 1];
 			}
 			if (!live)
