@@ -860,25 +860,32 @@ ASTC_ENC_OUTLINE int astc_enc_set_cems(const astc_enc_ctx *ctx, astc_symbolic *s
 	return 1;
 }
 
-/* Grid weights (0..64 floats) of one plane quantised into codes, and their texel weights;
- * `invert` mirrors them (64 - w). */
-ASTC_ENC_OUTLINE void astc_enc_quant_plane(const astc_enc_grid *g, int n, int wrange, const float *grid, int invert,
+/* Grid weights (0..64, rounded) of one plane quantised into codes, and their texel
+ * weights; `invert` mirrors them (64 - w). */
+ASTC_ENC_OUTLINE void astc_enc_quant_plane(const astc_enc_grid *g, int n, int wrange, const uint8_t *v, int invert,
 					   uint8_t *codes, uint8_t *W)
 {
-	KILN_ROLLED for (int j = 0; j < g->w * g->h; j++) {
-		int v = astc_enc_round64(grid[j]);
-		codes[j] = astc_weight_quant[wrange][invert ? 64 - v : v];
-	}
+	KILN_ROLLED for (int j = 0; j < g->w * g->h; j++)
+		codes[j] = astc_weight_quant[wrange][invert ? 64 - v[j] : v[j]];
 	astc_enc_plane_weights(g, n, wrange, codes, W);
 }
 
+/* The rounded grid weights of both planes for one grid: those of a fit's own texel
+ * positions (grid >= 0: which grid), which every candidate of the fit starts from, or a
+ * refinement's (grid -1). Consecutive candidates often share a grid. */
+typedef struct astc_enc_grid_memo {
+	int grid;
+	uint8_t v[2][ASTC_MAX_WEIGHTS];
+} astc_enc_grid_memo;
+
 /* Encodes with one block mode and a partitioning: fills s, returns its exact error.
  * line_ep are the fit's starting endpoints (astc_enc_line_endpoints, computed once per
- * fit). *kindp is the endpoint kind (0 direct, 1 base+scale); -1 tries both on the first
+ * fit); memo the fit's grid weights of the last grid (astc_enc_grid_memo). *kindp is the endpoint kind (0 direct, 1 base+scale); -1 tries both on the first
  * iteration and returns the one kept. */
 ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 					    const astc_enc_fit *fit, int line_ep[4][2][4], const astc_enc_mode *m, int seed,
-					    int iterations, int grid_steps, uint32_t limit, int *kindp, astc_symbolic *s)
+					    int iterations, int grid_steps, uint32_t limit, int *kindp, astc_symbolic *s,
+					    astc_enc_grid_memo *memo)
 {
 	const astc_enc_grid *g = &ctx->grids[m->grid];
 	int parts = fit->parts;
@@ -906,7 +913,8 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			return UINT32_MAX;
 	}
 
-	float tw[2][ASTC_MAX_TEXELS], grid[2][ASTC_MAX_WEIGHTS];
+	float tw[2][ASTC_MAX_TEXELS], grid[ASTC_MAX_WEIGHTS];
+	uint8_t(*gv)[ASTC_MAX_WEIGHTS] = memo->v;
 	int ep[4][2][4];
 	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 		tw[0][i] = fit->w[i];
@@ -923,17 +931,23 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 	astc_symbolic cur = *s;
 	KILN_ROLLED for (int it = 0; it <= iterations; it++) {
 		/* weights for the current texel positions, quantised and infilled */
-		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
-			astc_enc_grid_from_texels(g, blk->n, tw[pl], grid[pl], grid_steps);
-			astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], 0, cur.weights[pl], W[pl]);
+		if (it > 0 || memo->grid != m->grid) {
+			KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
+				astc_enc_grid_from_texels(g, blk->n, tw[pl], grid, grid_steps);
+				KILN_ROLLED for (int j = 0; j < g->w * g->h; j++)
+					gv[pl][j] = (uint8_t)astc_enc_round64(grid[j]);
+			}
+			memo->grid = it > 0 ? -1 : m->grid;
 		}
+		KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
+			astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 0, cur.weights[pl], W[pl]);
 		/* endpoints refitted to those weights (kept when they do not determine a line) */
 		astc_enc_refit(blk, fit->part, parts, W[0], W[1], ccs, ep);
 		int swapped = astc_enc_quant_endpoints(&cur, ep);
 		if (swapped && parts == 1) {
 			/* invert the weights of the (single) partition and requantise */
 			KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-				astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], 1, cur.weights[pl], W[pl]);
+				astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 1, cur.weights[pl], W[pl]);
 		}
 		uint32_t err = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, &cur, best < limit ? best : limit);
 		if (err < best) {
@@ -949,7 +963,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 				int sw = astc_enc_quant_endpoints(&alt, ep);
 				if (sw != swapped && parts == 1)
 					KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-						astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], sw != 0, alt.weights[pl], W[pl]);
+						astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], sw != 0, alt.weights[pl], W[pl]);
 				uint32_t e2 = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, &alt, best < limit ? best : limit);
 				if (e2 < best) {
 					best = e2;
@@ -960,7 +974,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 					swapped = sw;
 				} else if (sw != swapped && parts == 1) {
 					KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-						astc_enc_quant_plane(g, blk->n, m->wrange, grid[pl], swapped != 0, cur.weights[pl], W[pl]);
+						astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], swapped != 0, cur.weights[pl], W[pl]);
 				}
 			}
 		}
@@ -1528,13 +1542,15 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 	int modes[ASTC_ENC_MAX_CAND];
 	int line_ep[4][2][4];
 	astc_enc_line_endpoints(blk, fit, line_ep);
+	astc_enc_grid_memo memo;
+	memo.grid = -1;
 	int nmodes = astc_enc_estimate(ctx, blk, fit, line_ep, dual, ef, modes);
 	KILN_ROLLED for (int c = 0; c < nmodes; c++) {
 		int m = modes[c] / ASTC_ENC_KINDS;
 		uint32_t limit = have == keep ? errs[have - 1] : UINT32_MAX;
 		int kind = modes[c] % ASTC_ENC_KINDS;
 		uint32_t e = astc_enc_try_mode(ctx, blk, fit, line_ep, &ctx->modes[m], seed, 0, ef->grid_steps, limit, &kind,
-					       &cand);
+					       &cand, &memo);
 		if (e < *best_err) {
 			*best_err = e;
 			*best = cand;
@@ -1559,7 +1575,7 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 	KILN_ROLLED for (int t = 0; t < have; t++) {
 		const astc_enc_mode *md = &ctx->modes[list[t]];
 		uint32_t e = astc_enc_try_mode(ctx, blk, fit, line_ep, md, seed, ef->iterations, ef->grid_steps,
-					       UINT32_MAX, &kinds[t], &cand);
+					       UINT32_MAX, &kinds[t], &cand, &memo);
 		if (e == UINT32_MAX)
 			continue;
 		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], &cand, e, ef->passes);
