@@ -880,8 +880,9 @@ typedef struct astc_enc_grid_memo {
 
 /* Encodes with one block mode and a partitioning: fills s, returns its exact error.
  * line_ep are the fit's starting endpoints (astc_enc_line_endpoints, computed once per
- * fit); memo the fit's grid weights of the last grid (astc_enc_grid_memo). *kindp is the endpoint kind (0 direct, 1 base+scale); -1 tries both on the first
- * iteration and returns the one kept. */
+ * fit), memo the fit's rounded grid weights for the last grid asked (kept across the
+ * calls of one fit). *kindp is the endpoint kind (0 direct, 1 base+scale); -1 tries both
+ * on the first iteration and returns the one kept. */
 ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 					    const astc_enc_fit *fit, int line_ep[4][2][4], const astc_enc_mode *m, int seed,
 					    int iterations, int grid_steps, uint32_t limit, int *kindp, astc_symbolic *s,
