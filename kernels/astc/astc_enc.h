@@ -119,12 +119,13 @@ typedef struct astc_enc_mode {
 } astc_enc_mode;
 
 /* A weight grid size with the infill taps of every texel and, per grid point, the sum of
- * its factors (for the transpose of the infill). */
+ * its factors (for the transpose of the infill; an integer, held as the float that the
+ * encoder's float arithmetic takes). */
 typedef struct astc_enc_grid {
 	uint8_t w, h;
 	uint8_t full; /* the grid is the footprint: no infill */
 	astc_infill_tap taps[ASTC_MAX_TEXELS];
-	uint16_t den[ASTC_MAX_WEIGHTS];
+	float den[ASTC_MAX_WEIGHTS];
 	/* the transpose of the taps (not for a full grid): grid point j gets factor tfac[e]
 	 * from texel ttex[e] for e in tfirst[j] .. tfirst[j + 1] - 1, in the order of the
 	 * texels and then of their taps, so that a sum over them adds in the order of a
@@ -273,13 +274,13 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 			gr->h = md.grid_h;
 			gr->full = md.grid_w == bw && md.grid_h == bh;
 			for (int j = 0; j < ASTC_MAX_WEIGHTS; j++)
-				gr->den[j] = 0;
+				gr->den[j] = 0.0f;
 			KILN_ROLLED for (int y = 0; y < bh; y++) {
 				KILN_ROLLED for (int x = 0; x < bw; x++) {
 					astc_infill_tap *t = &gr->taps[y * bw + x];
 					astc_infill_texel(bw, bh, md.grid_w, md.grid_h, x, y, t);
 					for (int k = 0; k < 4; k++)
-						gr->den[t->idx[k]] = (uint16_t)(gr->den[t->idx[k]] + t->fac[k]);
+						gr->den[t->idx[k]] += (float)t->fac[k];
 				}
 			}
 			int at = 0;
@@ -524,7 +525,7 @@ ASTC_ENC_OUTLINE void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, c
 		float num = 0.0f;
 		KILN_ROLLED for (int e = g->tfirst[j]; e < g->tfirst[j + 1]; e++)
 			num += (float)g->tfac[e] * tw[g->ttex[e]];
-		grid[j] = g->den[j] > 0 ? num / (float)g->den[j] * 64.0f : 32.0f;
+		grid[j] = g->den[j] > 0.0f ? num / g->den[j] * 64.0f : 32.0f;
 	}
 	/* the average blurs: correction steps towards the least-squares grid, each grid
 	 * point moved by the average residual of the texels it reaches */
@@ -540,7 +541,7 @@ ASTC_ENC_OUTLINE void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, c
 			float num = 0.0f;
 			KILN_ROLLED for (int e = g->tfirst[j]; e < g->tfirst[j + 1]; e++)
 				num += (float)g->tfac[e] * r[g->ttex[e]];
-			float v = g->den[j] > 0 ? grid[j] + num / (float)g->den[j] : grid[j];
+			float v = g->den[j] > 0.0f ? grid[j] + num / g->den[j] : grid[j];
 			grid[j] = v < 0.0f ? 0.0f : (v > 64.0f ? 64.0f : v);
 		}
 	}
@@ -1456,9 +1457,12 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		if (ef->grid_share && ng * ef->grid_share < n)
 			continue;
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
+		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
 		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 			const float *tw = pl ? fit->w1 : fit->w;
 			astc_enc_grid_from_texels(gr, n, tw, ideal[pl], ef->est_steps);
+			KILN_ROLLED for (int j = 0; j < ng; j++)
+				near[pl][j] = (uint8_t)astc_enc_round64(ideal[pl][j]);
 			if (gr->full)
 				continue;
 			KILN_ROLLED for (int i = 0; i < n; i++) {
@@ -1494,9 +1498,8 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 				float q = 0.0f;
 				KILN_ROLLED for (int j = 0; j < ng; j++) {
-					int v = astc_enc_round64(ideal[pl][j]);
-					float d = ideal[pl][j] - (float)ctx->wrecon[m->wrange][v];
-					q += d * d * (float)gr->den[j];
+					float d = ideal[pl][j] - (float)ctx->wrecon[m->wrange][near[pl][j]];
+					q += d * d * gr->den[j];
 				}
 				e += q / 16.0f * lmean[pl];
 			}
