@@ -226,13 +226,16 @@ __device__ static void want_next(astc_gpu_list *lists, const astc_enc_effort *ef
 }
 
 // Blocks [blockIdx.x * ASTC_GPU_CHUNK, + ASTC_GPU_CHUNK) of the batch, stage by stage.
-// The order of a list depends on timing; each block's stages do not.
+// A thread takes the stage's next block when it is done with one (taken[stage]): the cost
+// of a block varies a lot, and a fixed share per thread left the others waiting at the
+// stage's barrier. The order of a list depends on timing; each block's stages do not.
 template <int fixed_quality>
 __global__ void ASTC_GPU_BOUNDS
 astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
 		   uint32_t count, uint64_t total, int srgb, int runtime_quality)
 {
 	__shared__ astc_gpu_list lists[ASTC_ENC_STAGES - 1];
+	__shared__ uint32_t taken[ASTC_ENC_STAGES];
 	int quality = fixed_quality >= 0 ? fixed_quality : runtime_quality;
 	astc_enc_effort ef;
 	astc_enc_effort_of(quality, &ef);
@@ -240,8 +243,10 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 	uint32_t run = (uint32_t)(total - first < ASTC_GPU_CHUNK ? total - first : ASTC_GPU_CHUNK);
 	if (threadIdx.x < ASTC_ENC_STAGES - 1)
 		lists[threadIdx.x].count = 0;
+	if (threadIdx.x < ASTC_ENC_STAGES)
+		taken[threadIdx.x] = 0;
 	__syncthreads();
-	for (uint32_t at = threadIdx.x; at < run; at += blockDim.x) {
+	for (uint32_t at = atomicAdd(&taken[0], 1u); at < run; at = atomicAdd(&taken[0], 1u)) {
 		astc_enc_block blk;
 		uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
 		uint8_t out[16];
@@ -253,7 +258,7 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++) {
 		__syncthreads();
 		const astc_gpu_list *l = &lists[stage - 1];
-		for (uint32_t k = threadIdx.x; k < l->count; k += blockDim.x) {
+		for (uint32_t k = atomicAdd(&taken[stage], 1u); k < l->count; k = atomicAdd(&taken[stage], 1u)) {
 			uint32_t at = l->at[k], err = l->err[k];
 			astc_enc_block blk;
 			uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
