@@ -631,6 +631,52 @@ Test(astc_encode, fast_interpolation_matches_the_decoder)
 	cr_expect_eq(bad, 0);
 }
 
+/* The transposed infill taps of every weight grid of every footprint (what
+ * astc_enc_grid_from_texels gathers over and polish visits) list, per grid point, each
+ * texel that reads it with a non-zero factor once, with that factor, in texel order; and
+ * the point's factor sum is the sum of every texel's factors for it. */
+Test(astc_encode, transposed_taps_match_the_infill)
+{
+	astc_enc_ctx *ctx = malloc(sizeof *ctx);
+	cr_assert_not_null(ctx);
+	int grids = 0;
+	for (int f = 0; f < 14; f++) {
+		int bw = footprints[f][0], bh = footprints[f][1], n = bw * bh;
+		astc_enc_ctx_init(ctx, bw, bh);
+		for (int g = 0; g < ctx->grid_count; g++) {
+			const astc_enc_grid *gr = &ctx->grids[g];
+			int ng = gr->w * gr->h;
+			grids++;
+			if (gr->full) {
+				cr_expect_eq(gr->tfirst[ng], 0, "%dx%d: a full grid has no transposed taps", bw, bh);
+				continue;
+			}
+			for (int j = 0; j < ng; j++) {
+				int e = gr->tfirst[j], den = 0;
+				for (int i = 0; i < n; i++) {
+					int fac = 0;
+					for (int k = 0; k < 4; k++)
+						fac += gr->taps[i].idx[k] == j ? gr->taps[i].fac[k] : 0;
+					den += fac;
+					if (!fac)
+						continue;
+					cr_assert_lt(e, gr->tfirst[j + 1], "%dx%d grid %dx%d point %d: texel %d missing", bw, bh,
+						     gr->w, gr->h, j, i);
+					cr_expect_eq(gr->ttex[e], i, "%dx%d grid %dx%d point %d", bw, bh, gr->w, gr->h, j);
+					cr_expect_eq(gr->tfac[e], fac, "%dx%d grid %dx%d point %d texel %d", bw, bh, gr->w, gr->h,
+						     j, i);
+					e++;
+				}
+				cr_expect_eq(e, gr->tfirst[j + 1], "%dx%d grid %dx%d point %d: extra taps", bw, bh, gr->w, gr->h,
+					     j);
+				cr_expect_eq(gr->den[j], (float)den, "%dx%d grid %dx%d point %d", bw, bh, gr->w, gr->h, j);
+			}
+		}
+	}
+	cr_expect_gt(grids, 14 * 10);
+	free(ctx);
+}
+
 /* Writes blocks as an .astc file, has astcenc decode it and compares with kiln's decode. */
 static void expect_astcenc_agrees(const char *dir, const uint8_t *blocks, size_t size, uint32_t w,
 				  uint32_t h, uint32_t bw, uint32_t bh)
