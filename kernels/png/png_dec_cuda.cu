@@ -2,10 +2,13 @@
 // memory) -> RGBA8 surfaces in device memory, in four kernels on one stream:
 //  1. gather: the IDAT payloads of a file split over several chunks are copied into one
 //     contiguous zlib stream (a block per file; single-IDAT files are read in place);
-//  2. inflate: one warp per strip (kiSt) or per file, warp_inflate: the tables and bit
-//     reader of png_inflate.h (tables in shared memory), the symbols decoded by the whole
-//     warp a 64-bit window at a time into a ring of recent output in shared memory, the
-//     matches copied in rounds, each batch flushed to memory with its Adler-32 sums;
+//  2. inflate: one warp per kiSt strip, warp_inflate: the tables and bit reader of
+//     png_inflate.h (tables in shared memory), the symbols decoded by the whole warp a
+//     64-bit window at a time into a ring of recent output in shared memory, the matches
+//     copied in rounds, each batch flushed to memory with its Adler-32 sums. A file
+//     without strips is inflated in parallel as png_inflate_par.h describes (pd_par_*:
+//     its dynamic blocks found by a thread per byte, segments counted and decoded by a
+//     thread each, markers resolved and the Adler-32 taken by a CTA per file);
 //  3. finish: one warp per file checks the strips (status, sizes, the combined Adler-32
 //     against the trailer) and, when a kiSt chunk lied, inflates the file serially;
 //  4. de-filter: a tile-wave over bands of 32 rows. A warp takes the next band by ticket
@@ -31,6 +34,7 @@ extern "C" {
 #include "kernels/png/png_check.h"
 #include "kernels/png/png_defilter.h"
 #include "kernels/png/png_inflate.h"
+#include "kernels/png/png_inflate_par.h"
 
 #define FULL_MASK 0xffffffffu
 #define INFL_WARPS 1   // warps per CTA of the inflate kernels (19.3 KB of shared memory: 11 CTAs an SM)
@@ -56,11 +60,22 @@ struct pd_file {
 	uint32_t stride, width, height, strips, rows_per_strip, bpp, idat_chunks, zlib_adler;
 	uint32_t first_strip, first_band;
 	kiln_png_format format;
+	// One stream in parallel (files without kiSt strips, png_inflate_par.h): candidates
+	// (bit offsets), the counted and the decoded segments and the chain, indexed by
+	// candidate; the 16-bit symbols at their stream offsets; par_state: candidates found,
+	// candidates kept, segments in the chain.
+	uint32_t par, cand_cap;
+	uint64_t *cand, *seg_base;
+	kiln_infl_seg *seg, *dec;
+	uint32_t *order, *par_state;
+	uint16_t *sym;
 };
 
 struct pd_globals {
 	uint32_t band_ticket;
-	uint32_t pad[63];
+	uint32_t items[2]; // work items of the count and decode passes
+	uint32_t taken[2]; // items taken so far
+	uint32_t pad[59];
 };
 
 // ---- layout of d_temp ------------------------------------------------------------------
@@ -73,18 +88,37 @@ struct layout {
 	size_t status;     // uint32 per file (zeroed)
 	size_t strip_res;  // 4 uint32 per strip (zeroed)
 	size_t progress;   // uint32 per band (zeroed)
+	size_t par_state;  // 4 uint32 per file (zeroed)
 	size_t zero_end;
-	size_t data;       // per file zlib copies and filtered buffers
+	size_t work;       // 2 x uint64 per candidate slot: (file, candidate) of each pass's items
+	size_t tables;     // kiln_inflate_tables per pool thread of the parallel inflate
+	size_t data;       // per file zlib copies, filtered buffers, parallel-inflate state
 	size_t total;
-	uint64_t strips, bands;
+	uint64_t strips, bands, cands, pool;
 };
 
 static uint32_t file_bands(const kiln_pngdec_info *in) { return (in->height + BAND - 1) / BAND; }
+
+// Candidates kept per file without strips: one per 16 KiB of stream is far more than real
+// encoders' blocks (zlib's hold 16K-32K symbols); more found are dropped, which only makes
+// segments longer.
+static uint32_t par_cand_cap(const kiln_pngdec_info *in) { return 16 + (uint32_t)(in->zlib_size / 16384); }
+
+// Bytes of a parallel-inflate file's state (after its filtered buffer).
+static size_t par_bytes(const kiln_pngdec_info *in)
+{
+	size_t c = par_cand_cap(in);
+	return align256(c * 8) * 2 + align256(c * sizeof(kiln_infl_seg)) * 2 + align256(c * 4) +
+	       align256((size_t)in->filtered_size * 2 + 16);
+}
+
+static unsigned sm_count(void);
 
 static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout *l)
 {
 	l->strips = 0;
 	l->bands = 0;
+	l->cands = 0;
 	size_t data = 0;
 	for (size_t i = 0; i < count; i++) {
 		const kiln_pngdec_info *in = &files[i].info;
@@ -95,14 +129,24 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 		if (in->idat_chunks > 1)
 			data += align256((size_t)in->zlib_size);
 		data += align256((size_t)in->filtered_size + 16);
+		if (in->strips == 1) {
+			l->cands += par_cand_cap(in);
+			data += par_bytes(in);
+		}
 	}
+	// Pool threads of the two passes (a warp each): enough for every candidate at once, at
+	// most 32 an SM.
+	l->pool = l->cands < (uint64_t)sm_count() * 32 ? l->cands : (uint64_t)sm_count() * 32;
 	l->files = 0;
 	l->globals = align256(count * sizeof(pd_file));
 	l->status = l->globals + align256(sizeof(pd_globals));
 	l->strip_res = l->status + align256(count * 4);
 	l->progress = l->strip_res + align256((size_t)l->strips * 16);
-	l->zero_end = l->progress + align256((size_t)l->bands * 4);
-	l->data = l->zero_end;
+	l->par_state = l->progress + align256((size_t)l->bands * 4);
+	l->zero_end = l->par_state + align256(count * 16);
+	l->work = l->zero_end;
+	l->tables = l->work + align256((size_t)l->cands * 16);
+	l->data = l->tables + align256((size_t)l->pool * sizeof(kiln_inflate_tables));
 	l->total = l->data + data + 256;
 	return true;
 }
@@ -663,18 +707,12 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				done = 1;
 				break;
 			}
-			uint32_t extra = (e >> 12) & 15u;
-			uint32_t l = (e >> 16) + (uint32_t)(b.buf & ((1u << extra) - 1));
-			kiln_bits_drop(&b, extra);
-			uint32_t d = kiln_infl_lookup(w->t.dist, KILN_INFL_DIST_BITS, &b);
-			if (KILN_INFL_KIND(d) != KILN_INFL_LEN) {
+			uint32_t l, dist;
+			if (!kiln_infl_len_dist(&w->t, &b, e, &l, &dist)) {
 				rc = KILN_INFL_ERR_DATA;
 				done = 1;
 				break;
 			}
-			extra = (d >> 12) & 15u;
-			uint32_t dist = (d >> 16) + (uint32_t)(b.buf & ((1u << extra) - 1));
-			kiln_bits_drop(&b, extra);
 			if (dist > o) {
 				rc = KILN_INFL_ERR_DISTANCE;
 				done = 1;
@@ -833,7 +871,7 @@ pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const ui
 		return;
 	uint32_t fi = find_prefix(files, count, g, false);
 	const pd_file *f = &files[fi];
-	if (status[fi] != ST_OK)
+	if (status[fi] != ST_OK || f->par)
 		return;
 	uint32_t s = g - f->first_strip;
 	uint32_t *res = f->strip_res + 4 * s;
@@ -872,6 +910,173 @@ pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const ui
 	if (lane == 0) {
 		res[0] = ok ? 0u : 1u;
 		res[1] = adler;
+	}
+}
+
+// ---- files without strips: one stream in parallel (png_inflate_par.h) -----------------
+// par_state[3] says the zlib header was refused (the verdict is already in strip_res).
+
+// 2a. Candidates: a thread per byte of the streams (grid.y: the file) tests its 8 bits.
+__global__ void __launch_bounds__(256) pd_par_scan(const pd_file *files, const uint32_t *status)
+{
+	const pd_file *f = &files[blockIdx.y];
+	if (!f->par || status[blockIdx.y] != ST_OK)
+		return;
+	uint64_t byte = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	size_t len = (size_t)f->zlib_size - 2;
+	if (byte >= len)
+		return;
+	const uint8_t *in = f->zlib + 2;
+	uint32_t pre[KILN_INFL_PRE_SIZE];
+	for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++) {
+		uint64_t bit = 8 * byte + k;
+		if (kiln_infl_block_start(in, len, bit, pre)) {
+			uint32_t at = atomicAdd(&f->par_state[0], 1u);
+			if (at + 1 < f->cand_cap)
+				f->cand[at + 1] = bit;
+		}
+	}
+}
+
+// 2b. A thread per file: bit 0 first, the candidates sorted, the count pass's items.
+__global__ void pd_par_prep(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
+			    uint64_t *work)
+{
+	uint32_t fi = blockIdx.x * blockDim.x + threadIdx.x;
+	if (fi >= count)
+		return;
+	const pd_file *f = &files[fi];
+	if (!f->par || status[fi] != ST_OK)
+		return;
+	if (kiln_zlib_header_check(f->zlib[0], f->zlib[1]) != 0) {
+		f->strip_res[0] = KILN_INFL_ERR_DATA + 100; // header
+		f->par_state[3] = 1;
+		return;
+	}
+	uint32_t n = f->par_state[0] + 1;
+	n = n < f->cand_cap ? n : f->cand_cap;
+	uint64_t *c = f->cand;
+	c[0] = 0;
+	for (uint32_t i = 2; i < n; i++) { // a few dozen: insertion sort
+		uint64_t v = c[i];
+		uint32_t j = i;
+		for (; j > 1 && c[j - 1] > v; j--)
+			c[j] = c[j - 1];
+		c[j] = v;
+	}
+	f->par_state[1] = n;
+	uint32_t w = atomicAdd(&g->items[0], n);
+	for (uint32_t i = 0; i < n; i++)
+		work[w + i] = (uint64_t)fi << 32 | i;
+}
+
+// 2c/2e. The count (decode 0) and decode (1) passes: pool threads take (file, candidate)
+// items in turn. One thread per warp: with 2, 4 or 8 streams a warp (diverging at every
+// symbol) the batch took 1.1x, 1.4x and 1.6x longer on the H100 (kiln-bench, Kodak files);
+// tables in shared memory instead of device memory (L1 hits, 98%) gained nothing.
+__global__ void __launch_bounds__(32) pd_par_pass(const pd_file *files, pd_globals *g, const uint64_t *work,
+						 kiln_inflate_tables *tables, int decode)
+{
+	if (threadIdx.x != 0)
+		return;
+	kiln_inflate_tables *t = tables + blockIdx.x;
+	uint32_t items = g->items[decode];
+	for (;;) {
+		uint32_t it = atomicAdd(&g->taken[decode], 1u);
+		if (it >= items)
+			break;
+		uint64_t w = work[it];
+		const pd_file *f = &files[w >> 32];
+		uint32_t i = (uint32_t)w, n = f->par_state[1];
+		const uint8_t *in = f->zlib + 2;
+		size_t len = (size_t)f->zlib_size - 2;
+		if (decode)
+			kiln_infl_segment(t, in, len, f->cand[i], f->cand, n, f->sym + f->seg_base[i], f->seg_base[i],
+					  f->filtered_size, &f->dec[i]);
+		else
+			kiln_infl_segment(t, in, len, f->cand[i], f->cand, n, NULL, KILN_INFL_BASE_UNKNOWN,
+					  f->filtered_size, &f->seg[i]);
+	}
+}
+
+// 2d. A thread per file: the chain, and the decode pass's items.
+__global__ void pd_par_chain(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
+			     uint64_t *work)
+{
+	uint32_t fi = blockIdx.x * blockDim.x + threadIdx.x;
+	if (fi >= count)
+		return;
+	const pd_file *f = &files[fi];
+	if (!f->par || status[fi] != ST_OK || f->par_state[3])
+		return;
+	uint32_t k = kiln_infl_chain(f->seg, f->par_state[1], f->filtered_size, f->order, f->seg_base);
+	f->par_state[2] = k;
+	uint32_t w = atomicAdd(&g->items[1], k);
+	for (uint32_t i = 0; i < k; i++)
+		work[w + i] = (uint64_t)fi << 32 | f->order[i];
+}
+
+// 2f. A CTA per file: the verdict, the markers resolved segment after segment (a segment's
+// bytes in parallel), the Adler-32 of the image's bytes; results as pd_inflate's.
+__global__ void __launch_bounds__(1024) pd_par_resolve(const pd_file *files, const uint32_t *status)
+{
+	const pd_file *f = &files[blockIdx.x];
+	if (!f->par || status[blockIdx.x] != ST_OK || f->par_state[3])
+		return;
+	__shared__ uint64_t out_len, used;
+	__shared__ int rc;
+	__shared__ uint32_t part[32];
+	uint32_t k = f->par_state[2], tid = threadIdx.x, nt = blockDim.x;
+	if (tid == 0)
+		rc = kiln_infl_verdict(f->dec, f->order, k, &out_len, &used);
+	__syncthreads();
+	uint64_t end = out_len;
+	for (uint32_t j = 0; j < k; j++) {
+		uint32_t c = f->order[j];
+		uint64_t b = f->seg_base[c], e = b + f->dec[c].out_len;
+		e = e < end ? e : end;
+		for (uint64_t p = b + tid; p < e; p += nt)
+			f->filt[p] = kiln_infl_resolve(f->sym, f->filt, b, p);
+		__syncthreads();
+	}
+	uint32_t adler = 0;
+	if (rc == KILN_INFL_OK && end == f->filtered_size) {
+		// each thread a run, each warp's runs combined by its lane 0, then the warps'
+		uint64_t run = (end + nt - 1) / nt, p0 = tid * run, p1 = p0 + run;
+		p0 = p0 < end ? p0 : end;
+		p1 = p1 < end ? p1 : end;
+		uint32_t a = kiln_adler32_update(1, f->filt + p0, (size_t)(p1 - p0));
+		uint32_t lane = tid & 31;
+		uint32_t acc = 1;
+		for (uint32_t l = 0; l < 32; l++) {
+			uint32_t v = __shfl_sync(FULL_MASK, a, l);
+			uint64_t q0 = (uint64_t)(tid - lane + l) * run, q1 = q0 + run;
+			q0 = q0 < end ? q0 : end;
+			q1 = q1 < end ? q1 : end;
+			acc = kiln_adler32_combine(acc, v, q1 - q0);
+		}
+		if (lane == 0)
+			part[tid / 32] = acc;
+		__syncthreads();
+		if (tid == 0) {
+			uint32_t all = 1;
+			for (uint32_t w = 0; w < nt / 32; w++) {
+				uint64_t q0 = (uint64_t)w * 32 * run, q1 = q0 + 32 * run;
+				q0 = q0 < end ? q0 : end;
+				q1 = q1 < end ? q1 : end;
+				all = kiln_adler32_combine(all, part[w], q1 - q0);
+			}
+			part[0] = all;
+		}
+		__syncthreads();
+		adler = part[0];
+	}
+	if (tid == 0) {
+		uint32_t *res = f->strip_res;
+		res[0] = (uint32_t)rc;
+		res[1] = adler;
+		res[2] = (uint32_t)out_len;
+		res[3] = (uint32_t)used;
 	}
 }
 
@@ -1226,6 +1431,8 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 	uint32_t dead[CHUNK];
 	size_t data = l.data;
 	uint32_t strips = 0, bands = 0;
+	uint32_t par_files = 0;      // files inflated in parallel (png_inflate_par.h)
+	uint64_t par_bytes_max = 0; // and their longest stream
 	for (size_t i0 = 0; i0 < count; i0 += CHUNK) {
 		size_t n = count - i0 < CHUNK ? count - i0 : CHUNK;
 		for (size_t j = 0; j < n; j++) {
@@ -1271,6 +1478,27 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 			}
 			d->filt = base + data;
 			data += align256((size_t)in->filtered_size + 16);
+			if (in->strips == 1) {
+				uint32_t c = par_cand_cap(in);
+				d->par = !(g_debug & 16384u);
+				d->cand_cap = c;
+				d->par_state = (uint32_t *)(base + l.par_state) + 4 * i;
+				d->cand = (uint64_t *)(base + data);
+				data += align256((size_t)c * 8);
+				d->seg_base = (uint64_t *)(base + data);
+				data += align256((size_t)c * 8);
+				d->seg = (kiln_infl_seg *)(base + data);
+				data += align256((size_t)c * sizeof(kiln_infl_seg));
+				d->dec = (kiln_infl_seg *)(base + data);
+				data += align256((size_t)c * sizeof(kiln_infl_seg));
+				d->order = (uint32_t *)(base + data);
+				data += align256((size_t)c * 4);
+				d->sym = (uint16_t *)(base + data);
+				data += align256((size_t)in->filtered_size * 2 + 16);
+				par_files += d->par;
+				if (d->par && in->zlib_size - 2 > par_bytes_max)
+					par_bytes_max = in->zlib_size - 2;
+			}
 			d->strip_res = (uint32_t *)(base + l.strip_res) + 4 * (size_t)strips;
 			d->progress = (uint32_t *)(base + l.progress) + bands;
 			strips += in->strips;
@@ -1291,8 +1519,21 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 	pd_gather<<<c32, 256, 0, s>>>(d_files, c32, d_status);
 	if (timed)
 		cudaEventRecord(g_ev[1], s);
-	pd_inflate<<<(strips + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, strips, d_status,
-										      flags);
+	pd_inflate<<<(strips + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, strips,
+											      d_status, flags);
+	if (par_files > 0) {
+		pd_globals *gl = (pd_globals *)(base + l.globals);
+		uint64_t *work = (uint64_t *)(base + l.work), *work2 = work + l.cands;
+		kiln_inflate_tables *tabs = (kiln_inflate_tables *)(base + l.tables);
+		unsigned pool = (unsigned)l.pool;
+		dim3 sg((unsigned)((par_bytes_max + 255) / 256) + 1, c32);
+		pd_par_scan<<<sg, 256, 0, s>>>(d_files, d_status);
+		pd_par_prep<<<(c32 + 127) / 128, 128, 0, s>>>(d_files, c32, d_status, gl, work);
+		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work, tabs, 0);
+		pd_par_chain<<<(c32 + 127) / 128, 128, 0, s>>>(d_files, c32, d_status, gl, work2);
+		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work2, tabs, 1);
+		pd_par_resolve<<<c32, 1024, 0, s>>>(d_files, d_status);
+	}
 	if (timed)
 		cudaEventRecord(g_ev[2], s);
 	pd_finish<<<(c32 + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, d_status, flags);

@@ -488,6 +488,23 @@ KILN_HD int kiln_infl_stored(kiln_bits *b, uint32_t len, uint8_t *out, size_t *o
 	return KILN_INFL_OK;
 }
 
+/* A match's length (its extra bits after the length code e) and distance (code and extra
+ * bits); 0 for an invalid distance code. */
+KILN_HD int kiln_infl_len_dist(const kiln_inflate_tables *t, kiln_bits *b, uint32_t e, uint32_t *len,
+			       uint32_t *dist)
+{
+	uint32_t extra = (e >> 12) & 15u;
+	*len = (e >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
+	kiln_bits_drop(b, extra);
+	uint32_t d = kiln_infl_lookup(t->dist, KILN_INFL_DIST_BITS, b);
+	if (KILN_INFL_KIND(d) != KILN_INFL_LEN)
+		return 0;
+	extra = (d >> 12) & 15u;
+	*dist = (d >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
+	kiln_bits_drop(b, extra);
+	return 1;
+}
+
 /* Decodes the Huffman data of one block into out[*opos, cap) with the window starting at
  * out[0]. Returns OK at the end-of-block code. */
 KILN_HD int kiln_infl_huffman(const kiln_inflate_tables *t, kiln_bits *b, uint8_t *out, size_t *opos,
@@ -536,17 +553,11 @@ KILN_HD int kiln_infl_huffman(const kiln_inflate_tables *t, kiln_bits *b, uint8_
 			rc = KILN_INFL_ERR_DATA;
 			break;
 		}
-		uint32_t extra = (e >> 12) & 15u;
-		uint32_t len = (e >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
-		kiln_bits_drop(b, extra);
-		uint32_t d = kiln_infl_lookup(t->dist, KILN_INFL_DIST_BITS, b);
-		if (KILN_INFL_KIND(d) != KILN_INFL_LEN) {
+		uint32_t len, dist;
+		if (!kiln_infl_len_dist(t, b, e, &len, &dist)) {
 			rc = KILN_INFL_ERR_DATA;
 			break;
 		}
-		extra = (d >> 12) & 15u;
-		uint32_t dist = (d >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
-		kiln_bits_drop(b, extra);
 		if (dist > o) {
 			rc = KILN_INFL_ERR_DISTANCE;
 			break;

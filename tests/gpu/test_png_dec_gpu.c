@@ -176,6 +176,91 @@ Test(png_dec_gpu, pngsuite)
 		kiln_buf_free(&bufs[i]);
 }
 
+/* An 8-bit PNG (color 0 or 2) whose rows (filter None) hold pix[0, h * w * channels),
+ * its zlib stream written at the given level and strategy. */
+static kiln_buf png_with_stream(uint32_t w, uint32_t h, int color, const uint8_t *pix, int level, int strategy)
+{
+	uint32_t ch = color == 2 ? 3 : 1;
+	size_t rb = (size_t)w * ch + 1, flen = rb * h;
+	uint8_t *filt = malloc(flen);
+	cr_assert(filt);
+	for (uint32_t y = 0; y < h; y++) {
+		filt[y * rb] = 0;
+		memcpy(filt + y * rb + 1, pix + (size_t)y * w * ch, rb - 1);
+	}
+	z_stream z;
+	memset(&z, 0, sizeof z);
+	cr_assert_eq(deflateInit2(&z, level, Z_DEFLATED, 15, 8, strategy), Z_OK);
+	size_t cap = deflateBound(&z, flen);
+	uint8_t *zb = malloc(cap);
+	z.next_in = filt;
+	z.avail_in = (uInt)flen;
+	z.next_out = zb;
+	z.avail_out = (uInt)cap;
+	cr_assert_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+	size_t zlen = z.total_out;
+	deflateEnd(&z);
+	kiln_buf out;
+	kiln_buf_init(&out, (size_t)64 << 20);
+	static const uint8_t sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
+	PNG_TEST_CHECK(kiln_buf_append(&out, sig, 8));
+	uint8_t ihdr[13] = {0};
+	png_test_put_be32(ihdr, w);
+	png_test_put_be32(ihdr + 4, h);
+	ihdr[8] = 8;
+	ihdr[9] = (uint8_t)color;
+	png_test_add_chunk(&out, "IHDR", ihdr, 13);
+	png_test_add_chunk(&out, "IDAT", zb, (uint32_t)zlen);
+	png_test_add_chunk(&out, "IEND", "", 0);
+	free(zb);
+	free(filt);
+	return out;
+}
+
+/* Files without strips are inflated in parallel (kernels/png/png_inflate_par.h): zlib
+ * streams of every level and strategy, and a file whose stored blocks carry another
+ * deflate stream (block headers inside stored data: candidates no segment may start at),
+ * in one batch. */
+Test(png_dec_gpu, streams_of_every_kind)
+{
+	gpu_test_require_device0("png_dec_gpu");
+	load_kodak();
+	kiln_image img;
+	char err[256];
+	cr_assert_eq(kiln_png_decode(kodak[2].data, kodak[2].len, NULL, &img, err, sizeof err), KILN_OK);
+	uint32_t w = img.width, h = img.height;
+	uint8_t *rgb = malloc((size_t)w * h * 3);
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < w; x++)
+			memcpy(rgb + ((size_t)y * w + x) * 3, kiln_image_row(&img, y) + 4 * (size_t)x, 3);
+	static const int strategies[] = {Z_DEFAULT_STRATEGY, Z_FILTERED, Z_RLE, Z_HUFFMAN_ONLY, Z_FIXED};
+	kiln_buf bufs[32];
+	kiln_buf *files[32];
+	int expect[32];
+	size_t n = 0;
+	for (int level = 0; level <= 9; level += 3)
+		for (int st = 0; st < 5; st++) {
+			bufs[n] = png_with_stream(w, h, 2, rgb, level, strategies[st]);
+			n++;
+		}
+	/* the Kodak file's own stream as the pixels of a gray image, stored (level 0) */
+	kiln_pngdec_info info;
+	cr_assert_eq(kiln_pngdec_probe(kodak[2].data, kodak[2].len, NULL, &info, err, sizeof err), KILN_OK);
+	uint32_t gw = 1024, gh = (uint32_t)(info.zlib_size / gw);
+	bufs[n++] = png_with_stream(gw, gh, 0, kodak[2].data + info.idat_offset + 8, 0, Z_DEFAULT_STRATEGY);
+	for (size_t i = 0; i < n; i++) {
+		files[i] = &bufs[i];
+		expect[i] = 1;
+	}
+	gpu_batch(files, n, expect, "streams");
+	for (size_t i = 0; i < n; i++)
+		kiln_buf_free(&bufs[i]);
+	free(rgb);
+	kiln_image_free(&img);
+	for (int i = 0; i < 24; i++)
+		kiln_buf_free(&kodak[i]);
+}
+
 /* Damaged deflate data with valid chunk CRCs (the probe passes): the file fails on the
  * device, alone. */
 Test(png_dec_gpu, bad_files_fail_alone)
