@@ -124,36 +124,11 @@ KILN_HD int kiln_infl_block_start(const uint8_t *in, size_t len, uint64_t bit, u
 	return 1;
 }
 
-/* The symbol dist back from out[s]: a marker when that is before the segment. */
+/* The symbol dist back from out[s]: a marker when that is before the segment (a match
+ * copies markers as they are). */
 KILN_HD uint16_t kiln_infl_back16(const uint16_t *out, size_t s, uint32_t dist)
 {
 	return s >= dist ? out[s - dist] : KILN_INFL_MARK(KILN_INFL_WINDOW - (dist - s));
-}
-
-/* A match: out[o, o + n) from dist back (markers copied as they are). The sources are read
- * 8 at a time before any of them is written (on the GPU one memory round trip per 8
- * symbols, not per symbol); a distance under 8 repeats its first dist symbols. */
-KILN_HD void kiln_infl_copy16(uint16_t *out, size_t o, size_t n, uint32_t dist)
-{
-	uint16_t v[8];
-	if (dist >= 8 || dist >= n) {
-		for (size_t i = 0; i < n; i += 8) {
-			for (uint32_t k = 0; k < 8; k++)
-				if (i + k < n)
-					v[k] = kiln_infl_back16(out, o + i + k, dist);
-			for (uint32_t k = 0; k < 8; k++)
-				if (i + k < n)
-					out[o + i + k] = v[k];
-		}
-		return;
-	}
-	for (uint32_t k = 0; k < 8; k++)
-		if (k < dist)
-			v[k] = kiln_infl_back16(out, o + k, dist);
-	for (size_t i = 0; i < n; i += dist)
-		for (uint32_t k = 0; k < 8; k++)
-			if (k < dist && i + k < n)
-				out[o + i + k] = v[k];
 }
 
 /* The Huffman data of one block into out[*opos, cap) as 16-bit symbols (out NULL: only
@@ -219,7 +194,8 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, uint
 		}
 		size_t n = len < cap - o ? len : cap - o;
 		if (out)
-			kiln_infl_copy16(out, o, n, dist);
+			for (size_t i = 0; i < n; i++)
+				out[o + i] = kiln_infl_back16(out, o + i, dist);
 		o += n;
 		if (n < len) {
 			rc = KILN_INFL_OUTPUT_FULL;
