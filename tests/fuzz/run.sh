@@ -42,10 +42,12 @@ for t in "$@"; do
 	container) dict=tests/fuzz/container.dict ;;
 	proto|spec) dict=tests/fuzz/json.dict ;;
 	esac
+	dictarg=""
+	[ -n "$dict" ] && dictarg="-dict=$dict"
 	# -rss_limit_mb: an input that makes the parser allocate 2 GiB is a finding, not a
 	# reason for the machine to swap; -timeout: one input taking 10 s is a finding too.
 	"$dir/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-		-print_final_stats=1 -dict="$dict" -artifact_prefix="$art/" \
+		-print_final_stats=1 $dictarg -artifact_prefix="$art/" \
 		"$corpus" "$@" >"$dir/$t.log" 2>&1
 	rc=$?
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/$t.log" | tail -1)

@@ -1,98 +1,28 @@
 /* Unit tests of the parallel inflate of one stream (kernels/png/png_inflate_par.h): its
- * steps run here one after the other on the CPU, as the GPU runs them side by side, and
- * the result (rc, bytes, bytes consumed) must be kiln_inflate_raw's on the same stream:
- * Kodak files' streams as libpng wrote them, zlib at every level and strategy, streams
- * whose stored blocks hold another stream (false candidates), outputs shorter and longer
- * than the stream, truncated and bit-flipped streams. */
+ * steps run here one after the other on the CPU (the driver of the fuzz target
+ * tests/fuzz/fuzz_inflate_par.c), as the GPU runs them side by side, and the result (rc,
+ * bytes, bytes consumed) must be kiln_inflate_raw's on the same stream: Kodak files'
+ * streams as libpng wrote them, zlib at every level and strategy, streams whose stored
+ * blocks hold another stream (false candidates), outputs shorter and longer than the
+ * stream, truncated and bit-flipped streams, and the fuzz target's kept inputs. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "common/buf.h"
 #include "kernels/png/png_dec.h"
-#include "kernels/png/png_inflate_par.h"
 #include "tests/unit/testutil.h"
 
-typedef struct par_result {
-	int rc;
-	uint64_t out_len, used;
-	uint32_t candidates, segments;
-} par_result;
+#define KILN_FUZZ_INFLATE_PAR_NO_ENTRY
+#include "tests/fuzz/fuzz_inflate_par.c"
 
-/* Steps 1-6 of png_inflate_par.h on in[0, len) into out[0, total). */
-static par_result par_inflate(const uint8_t *in, size_t len, uint8_t *out, uint64_t total)
-{
-	par_result r = {0};
-	kiln_inflate_tables *t = malloc(sizeof *t);
-	uint64_t *cand = malloc(sizeof *cand * (8 * len + 1));
-	cr_assert(t && cand);
-	uint32_t n = 0;
-	cand[n++] = 0;
-	for (uint64_t bit = 1; bit < 8 * (uint64_t)len; bit++)
-		if (kiln_infl_block_start(in, len, bit, t->pre))
-			cand[n++] = bit;
-	kiln_infl_seg *seg = calloc(n, sizeof *seg), *dec = calloc(n, sizeof *dec);
-	uint32_t *order = calloc(n, sizeof *order);
-	uint64_t *base = calloc(n, sizeof *base);
-	uint16_t *sym = malloc(2 * (size_t)total + 2);
-	cr_assert(seg && dec && order && base && sym);
-	for (uint32_t i = 0; i < n; i++)
-		kiln_infl_segment(t, in, len, cand[i], cand, n, NULL, KILN_INFL_BASE_UNKNOWN, total, &seg[i]);
-	uint32_t k = kiln_infl_chain(seg, n, total, order, base);
-	for (uint32_t i = 0; i < k; i++) {
-		uint32_t c = order[i];
-		kiln_infl_segment(t, in, len, cand[c], cand, n, sym + base[c], base[c], total, &dec[c]);
-		/* the same segment boundaries as counted, unless the limit cut it short */
-		if (dec[c].rc == KILN_INFL_OK)
-			cr_assert_eq(dec[c].stop, seg[c].stop, "segment %u", i);
-	}
-	r.rc = kiln_infl_verdict(dec, order, k, &r.out_len, &r.used);
-	for (uint32_t i = 0; i < k; i++) {
-		uint32_t c = order[i];
-		uint64_t end = base[c] + dec[c].out_len;
-		if (end > r.out_len)
-			end = r.out_len;
-		for (uint64_t p = base[c]; p < end; p++)
-			out[p] = kiln_infl_resolve(sym, out, base[c], p);
-	}
-	r.candidates = n;
-	r.segments = k;
-	free(t);
-	free(cand);
-	free(seg);
-	free(dec);
-	free(order);
-	free(base);
-	free(sym);
-	return r;
-}
-
-/* Inflates raw deflate data both ways and fails on any difference; returns the parallel
- * run's figures. */
+/* Inflates raw deflate data both ways (any difference aborts); the parallel run's figures. */
 static par_result check_stream(const uint8_t *in, size_t len, uint64_t total, const char *what)
 {
-	kiln_inflate_tables *t = malloc(sizeof *t);
-	uint8_t *a = malloc(total + 16), *b = malloc(total + 16);
-	cr_assert(t && a && b);
-	size_t out_len = 0, used = 0;
-	int fin = 0;
-	int rc = kiln_inflate_raw(t, in, len, a, total, &out_len, &used, 0, &fin);
-	par_result r = par_inflate(in, len, b, total);
-	cr_assert_eq(r.rc, rc, "%s: parallel rc %d, serial %d", what, r.rc, rc);
-	if (rc == KILN_INFL_OK || rc == KILN_INFL_OUTPUT_FULL) {
-		uint64_t n = rc == KILN_INFL_OK ? out_len : total;
-		if (rc == KILN_INFL_OK) {
-			cr_assert_eq(r.out_len, out_len, "%s: %llu bytes, serial %zu", what,
-				     (unsigned long long)r.out_len, out_len);
-			cr_assert_eq(r.used, used, "%s: consumed", what);
-		}
-		cr_assert(memcmp(a, b, n) == 0, "%s: bytes differ", what);
-	}
-	free(t);
-	free(a);
-	free(b);
-	return r;
+	(void)what;
+	return kiln_fuzz_par_compare(in, len, total);
 }
 
 static uint32_t rng = 12345;
@@ -237,4 +167,33 @@ Test(png_inflate_par, truncated_and_bitflipped)
 	free(copy);
 	free(d);
 	free(z);
+}
+
+/* The fuzz target's seeds and the inputs that once failed it, through the same driver. */
+Test(png_inflate_par, fuzz_corpus_and_regressions)
+{
+	static const char *dirs[] = {"tests/fuzz/corpus/inflate_par", "tests/fuzz/regressions/inflate_par"};
+	unsigned n = 0;
+	for (int k = 0; k < 2; k++) {
+		DIR *d = opendir(dirs[k]);
+		if (!d)
+			continue;
+		struct dirent *e;
+		while ((e = readdir(d)) != NULL) {
+			if (e->d_name[0] == '.')
+				continue;
+			char path[1024];
+			snprintf(path, sizeof path, "%s/%s", dirs[k], e->d_name);
+			kiln_buf f;
+			kiln_buf_init(&f, (size_t)16 << 20);
+			cr_assert_eq(kiln_buf_read_file(&f, path), KILN_OK, "%s", path);
+			static const uint8_t none[1];
+			kiln_status st = kiln_fuzz_inflate_par(f.len ? f.data : none, f.len);
+			cr_expect(st == KILN_OK || st == KILN_ERR_CORRUPT || st == KILN_ERR_TRUNCATED, "%s", path);
+			kiln_buf_free(&f);
+			n++;
+		}
+		closedir(d);
+	}
+	cr_expect_geq(n, 8, "the seed corpus is in the repository");
 }

@@ -1,0 +1,120 @@
+/* libFuzzer target over the parallel inflate of one stream (kernels/png/png_inflate_par.h):
+ * arbitrary bytes as raw deflate data (after 3 bytes that give the output limit), inflated
+ * by the steps the GPU runs side by side, here one after the other, and by the serial
+ * inflater (kiln_inflate_raw): the verdicts, and the bytes when there are any, must be the
+ * same. Built and run by `make fuzz` (FUZZ_TARGETS inflate_par);
+ * tests/unit/test_png_inflate_par.c uses the same driver and replays
+ * tests/fuzz/corpus/inflate_par and tests/fuzz/regressions/inflate_par. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "kernels/png/png_inflate_par.h"
+
+#define KILN_FUZZ_PAR_CHECK(cond)                                                           \
+	do {                                                                                \
+		if (!(cond)) {                                                              \
+			fprintf(stderr, "fuzz invariant failed: %s (%s:%d)\n", #cond, __FILE__, \
+				__LINE__);                                                  \
+			abort();                                                            \
+		}                                                                           \
+	} while (0)
+
+typedef struct par_result {
+	int rc;
+	uint64_t out_len, used;
+	uint32_t candidates, segments;
+} par_result;
+
+/* Steps 1-6 of png_inflate_par.h on in[0, len) into out[0, total), one after the other. */
+static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *out, uint64_t total)
+{
+	par_result r = {0};
+	kiln_inflate_tables *t = malloc(sizeof *t);
+	uint64_t *cand = malloc(sizeof *cand * (8 * len + 1));
+	KILN_FUZZ_PAR_CHECK(t && cand);
+	uint32_t n = 0;
+	cand[n++] = 0;
+	for (uint64_t bit = 1; bit < 8 * (uint64_t)len; bit++)
+		if (kiln_infl_block_start(in, len, bit, t->pre))
+			cand[n++] = bit;
+	kiln_infl_seg *seg = calloc(n, sizeof *seg), *dec = calloc(n, sizeof *dec);
+	uint32_t *order = calloc(n, sizeof *order);
+	uint64_t *base = calloc(n, sizeof *base);
+	uint16_t *sym = malloc(2 * (size_t)total + 2);
+	KILN_FUZZ_PAR_CHECK(seg && dec && order && base && sym);
+	for (uint32_t i = 0; i < n; i++)
+		kiln_infl_segment(t, in, len, cand[i], cand, n, NULL, KILN_INFL_BASE_UNKNOWN, total, &seg[i]);
+	uint32_t k = kiln_infl_chain(seg, n, total, order, base);
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t c = order[i];
+		kiln_infl_segment(t, in, len, cand[c], cand, n, sym + base[c], base[c], total, &dec[c]);
+		/* the same segment boundaries as counted, unless the limit cut it short */
+		if (dec[c].rc == KILN_INFL_OK)
+			KILN_FUZZ_PAR_CHECK(dec[c].stop == seg[c].stop);
+	}
+	r.rc = kiln_infl_verdict(dec, order, k, &r.out_len, &r.used);
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t c = order[i];
+		uint64_t end = base[c] + dec[c].out_len;
+		if (end > r.out_len)
+			end = r.out_len;
+		for (uint64_t p = base[c]; p < end; p++)
+			out[p] = kiln_infl_resolve(sym, out, base[c], p);
+	}
+	r.candidates = n;
+	r.segments = k;
+	free(t);
+	free(cand);
+	free(seg);
+	free(dec);
+	free(order);
+	free(base);
+	free(sym);
+	return r;
+}
+
+/* Inflates in[0, len) with the output limit total both ways; aborts on any difference.
+ * Returns the parallel run's figures. */
+static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t total)
+{
+	kiln_inflate_tables *t = malloc(sizeof *t);
+	uint8_t *a = malloc(total + 16), *b = malloc(total + 16);
+	KILN_FUZZ_PAR_CHECK(t && a && b);
+	size_t out_len = 0, used = 0;
+	int fin = 0;
+	int rc = kiln_inflate_raw(t, in, len, a, total, &out_len, &used, 0, &fin);
+	par_result r = kiln_fuzz_par_inflate(in, len, b, total);
+	KILN_FUZZ_PAR_CHECK(r.rc == rc);
+	if (rc == KILN_INFL_OK) {
+		KILN_FUZZ_PAR_CHECK(r.out_len == out_len);
+		KILN_FUZZ_PAR_CHECK(r.used == used);
+	}
+	if (rc == KILN_INFL_OK || rc == KILN_INFL_OUTPUT_FULL)
+		KILN_FUZZ_PAR_CHECK(memcmp(a, b, rc == KILN_INFL_OK ? out_len : total) == 0);
+	free(t);
+	free(a);
+	free(b);
+	return r;
+}
+
+/* data: a 3-byte output limit (little endian, at most 1 MiB), then the stream. */
+static inline kiln_status kiln_fuzz_inflate_par(const uint8_t *data, size_t size)
+{
+	if (size < 3)
+		return KILN_ERR_TRUNCATED;
+	uint64_t total = ((uint64_t)data[0] | (uint64_t)data[1] << 8 | (uint64_t)data[2] << 16) % (1u << 20) + 1;
+	par_result r = kiln_fuzz_par_compare(data + 3, size - 3, total);
+	return r.rc == KILN_INFL_OK || r.rc == KILN_INFL_OUTPUT_FULL ? KILN_OK : KILN_ERR_CORRUPT;
+}
+
+#ifndef KILN_FUZZ_INFLATE_PAR_NO_ENTRY
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	kiln_fuzz_inflate_par(data, size);
+	return 0;
+}
+#endif
