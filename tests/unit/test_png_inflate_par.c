@@ -21,7 +21,7 @@
 /* Inflates raw deflate data both ways (any difference aborts); the parallel run's figures. */
 static par_result check_stream(const uint8_t *in, size_t len, uint64_t total, const char *what)
 {
-	(void)what;
+	kiln_fuzz_par_case = what;
 	return kiln_fuzz_par_compare(in, len, total);
 }
 
