@@ -7,8 +7,9 @@
 //     64-bit window at a time into a ring of recent output in shared memory, the matches
 //     copied in rounds, each batch flushed to memory with its Adler-32 sums. A file
 //     without strips is inflated in parallel as png_inflate_par.h describes (pd_par_*:
-//     its dynamic blocks found by a thread per byte, segments counted and decoded by a
-//     thread each, markers resolved and the Adler-32 taken by a CTA per file);
+//     its dynamic blocks found by a thread per byte, an entry inside a block every 2 KiB
+//     of stream, pieces between entries counted and decoded by a thread each, markers
+//     resolved and the Adler-32 taken by a CTA per file);
 //  3. finish: one warp per file checks the strips (status, sizes, the combined Adler-32
 //     against the trailer) and, when a kiSt chunk lied, inflates the file serially;
 //  4. de-filter: a tile-wave over bands of 32 rows. A warp takes the next band by ticket
@@ -61,21 +62,24 @@ struct pd_file {
 	uint32_t first_strip, first_band;
 	kiln_png_format format;
 	// One stream in parallel (files without kiSt strips, png_inflate_par.h): candidates
-	// (bit offsets), the counted and the decoded segments and the chain, indexed by
-	// candidate; the 16-bit symbols at their stream offsets; par_state: candidates found,
-	// candidates kept, segments in the chain.
-	uint32_t par, cand_cap;
+	// (bit offsets); the entries, and indexed by entry the counted and the decoded pieces,
+	// the chain's offsets and probes; the chain in order; the 16-bit symbols at their
+	// stream offsets; par_state: candidates found, entries, pieces in the chain, and 1
+	// when the zlib header was refused.
+	uint32_t par, cand_cap, ent_cap, spacing;
 	uint64_t *cand, *seg_base;
+	kiln_infl_entry *ent;
 	kiln_infl_seg *seg, *dec;
-	uint32_t *order, *par_state;
+	uint32_t *order, *skip, *par_state;
 	uint16_t *sym;
 };
 
 struct pd_globals {
 	uint32_t band_ticket;
-	uint32_t items[2]; // work items of the count and decode passes
-	uint32_t taken[2]; // items taken so far
-	uint32_t pad[59];
+	uint32_t items[2]; // work items: entries (probe and count passes), the chains' pieces
+	uint32_t taken[3]; // items taken so far by the probe, count and decode passes
+	uint32_t surv;     // offsets that passed the cheap header test (pd_par_scan)
+	uint32_t pad[57];
 };
 
 // ---- layout of d_temp ------------------------------------------------------------------
@@ -90,25 +94,55 @@ struct layout {
 	size_t progress;   // uint32 per band (zeroed)
 	size_t par_state;  // 4 uint32 per file (zeroed)
 	size_t zero_end;
-	size_t work;       // 2 x uint64 per candidate slot: (file, candidate) of each pass's items
+	size_t work;       // 2 x uint64 per entry slot: (file, entry) of the passes' items
 	size_t tables;     // kiln_inflate_tables per pool thread of the parallel inflate
+	size_t surv;       // uint64 per slot: (file, bit) offsets for the full header test
 	size_t data;       // per file zlib copies, filtered buffers, parallel-inflate state
 	size_t total;
-	uint64_t strips, bands, cands, pool;
+	uint64_t strips, bands, ents, pool, surv_cap;
 };
 
 static uint32_t file_bands(const kiln_pngdec_info *in) { return (in->height + BAND - 1) / BAND; }
 
 // Candidates kept per file without strips: one per 16 KiB of stream is far more than real
 // encoders' blocks (zlib's hold 16K-32K symbols); more found are dropped, which only makes
-// segments longer.
+// pieces longer.
 static uint32_t par_cand_cap(const kiln_pngdec_info *in) { return 16 + (uint32_t)(in->zlib_size / 16384); }
+
+// Bits of stream between mid entries (png_inflate_par.h): pieces of 4 KiB, about 7 KB of
+// output, keep the pool busy to the end of each pass (32 Kodak files, H100: 1.85, 2.47,
+// 2.67 and 2.50 GB/s with pieces of 1, 2, 4 and 8 KiB; each entry costs a table build in
+// each pass and its probes). The debug flags' bits 16-20, when set, give log2 of another
+// spacing (A/B runs), at least PAR_SPACING_MIN, which the layout is sized for.
+#define PAR_SPACING 32768u
+#define PAR_SPACING_MIN 4096u
+static uint32_t par_spacing(unsigned debug)
+{
+	uint32_t lg = (debug >> 16) & 31u;
+	return lg == 0 ? PAR_SPACING : 1u << lg < PAR_SPACING_MIN ? PAR_SPACING_MIN : 1u << lg;
+}
+// Lanes of a warp that run pieces (each its own, diverging at every other symbol): with
+// pieces of even length, 2 lanes gave 9 % more than 1 and 4 lanes nothing (32 Kodak
+// files, H100: 2.99, 2.75 and 2.74 GB/s). The debug flags' bits 21-22 give log2 of
+// another count for A/B runs, at most PAR_LANES_MAX (the tables are sized for it).
+#define PAR_LANES 2u
+#define PAR_LANES_MAX 2u
+static uint32_t par_lanes(unsigned debug)
+{
+	uint32_t lg = (debug >> 21) & 3u;
+	return lg == 0 ? PAR_LANES : 1u << lg < PAR_LANES_MAX ? 1u << lg : PAR_LANES_MAX;
+}
+static uint32_t par_ent_cap(const kiln_pngdec_info *in)
+{
+	return par_cand_cap(in) + (uint32_t)(8 * in->zlib_size / PAR_SPACING_MIN) + 1;
+}
 
 // Bytes of a parallel-inflate file's state (after its filtered buffer).
 static size_t par_bytes(const kiln_pngdec_info *in)
 {
-	size_t c = par_cand_cap(in);
-	return align256(c * 8) * 2 + align256(c * sizeof(kiln_infl_seg)) * 2 + align256(c * 4) +
+	size_t c = par_cand_cap(in), e = par_ent_cap(in);
+	return align256(c * 8) + align256(e * sizeof(kiln_infl_entry)) + align256(e * 8) +
+	       align256(e * sizeof(kiln_infl_seg)) * 2 + align256(e * 4) * 2 +
 	       align256((size_t)in->filtered_size * 2 + 16);
 }
 
@@ -118,7 +152,8 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 {
 	l->strips = 0;
 	l->bands = 0;
-	l->cands = 0;
+	l->ents = 0;
+	l->surv_cap = 0;
 	size_t data = 0;
 	for (size_t i = 0; i < count; i++) {
 		const kiln_pngdec_info *in = &files[i].info;
@@ -130,13 +165,15 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 			data += align256((size_t)in->zlib_size);
 		data += align256((size_t)in->filtered_size + 16);
 		if (in->strips == 1) {
-			l->cands += par_cand_cap(in);
+			l->ents += par_ent_cap(in);
+			l->surv_cap += in->zlib_size / 8 + 64; // Kodak streams: 1 in 1,100 offsets
 			data += par_bytes(in);
 		}
 	}
-	// Pool threads of the two passes (a warp each): enough for every candidate at once, at
-	// most 32 an SM.
-	l->pool = l->cands < (uint64_t)sm_count() * 32 ? l->cands : (uint64_t)sm_count() * 32;
+	// Pool threads of the passes (PAR_LANES a warp): enough for every entry at once, at
+	// most 32 warps an SM.
+	uint64_t most = (uint64_t)sm_count() * 32 * PAR_LANES_MAX;
+	l->pool = l->ents < most ? l->ents : most;
 	l->files = 0;
 	l->globals = align256(count * sizeof(pd_file));
 	l->status = l->globals + align256(sizeof(pd_globals));
@@ -145,8 +182,11 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 	l->par_state = l->progress + align256((size_t)l->bands * 4);
 	l->zero_end = l->par_state + align256(count * 16);
 	l->work = l->zero_end;
-	l->tables = l->work + align256((size_t)l->cands * 16);
-	l->data = l->tables + align256((size_t)l->pool * sizeof(kiln_inflate_tables));
+	l->tables = l->work + align256((size_t)l->ents * 16);
+	l->surv = l->tables + align256((size_t)l->pool * sizeof(kiln_inflate_tables));
+	if (l->surv_cap > 0xFFFFFFFFu)
+		l->surv_cap = 0xFFFFFFFFu;
+	l->data = l->surv + align256((size_t)l->surv_cap * 8);
 	l->total = l->data + data + 256;
 	return true;
 }
@@ -916,21 +956,67 @@ pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const ui
 // ---- files without strips: one stream in parallel (png_inflate_par.h) -----------------
 // par_state[3] says the zlib header was refused (the verdict is already in strip_res).
 
-// 2a. Candidates: a thread per byte of the streams (grid.y: the file) tests its 8 bits.
-__global__ void __launch_bounds__(256) pd_par_scan(const pd_file *files, const uint32_t *status)
+// 2a. Candidates, in two steps: a thread per byte of the streams (grid.y: the file) tests
+// the cheap half of the header test at its 8 bits (kiln_infl_header_shape) and appends the
+// offsets that pass (0.1 % of Kodak streams') to one list, (file, bit); then threads of a grid take
+// them in turn for the full test. In one step (the full test at every bit) the warps ran
+// the deep test for a lane or two while the rest waited: 6.1 ms for 32 Kodak files.
+// A full list drops the rest (fewer candidates: longer pieces, the same bytes).
+__global__ void __launch_bounds__(256) pd_par_scan(const pd_file *files, const uint32_t *status, pd_globals *g,
+						  uint64_t *surv, uint32_t surv_cap)
 {
-	const pd_file *f = &files[blockIdx.y];
-	if (!f->par || status[blockIdx.y] != ST_OK)
+	uint32_t fi = blockIdx.y;
+	const pd_file *f = &files[fi];
+	if (!f->par || status[fi] != ST_OK)
 		return;
 	uint64_t byte = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	size_t len = (size_t)f->zlib_size - 2;
-	if (byte >= len)
-		return;
-	const uint8_t *in = f->zlib + 2;
+	uint32_t hits = 0; // bit k: offset 8 * byte + k passes
+	if (byte < len) {
+		const uint8_t *in = f->zlib + 2;
+		uint64_t lo = 0, mid = 0, hi = 0;
+		for (int i = 16; i >= 0; i--) {
+			uint64_t v = byte + (uint64_t)i < len ? in[byte + i] : 0u;
+			if (i == 16)
+				hi = v;
+			else if (i >= 8)
+				mid = mid << 8 | v;
+			else
+				lo = lo << 8 | v;
+		}
+		for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++) {
+			uint64_t w0 = k ? lo >> k | mid << (64 - k) : lo;
+			uint64_t w1 = k ? mid >> k | hi << (64 - k) : mid;
+			hits |= (uint32_t)kiln_infl_header_shape(w0, w1) << k;
+		}
+	}
+	uint32_t lane = threadIdx.x & 31, n = __popc(hits);
+	uint32_t incl = n; // the warp's offsets before this lane (an inclusive scan, then less n)
+	for (uint32_t d = 1; d < 32; d <<= 1) {
+		uint32_t v = __shfl_up_sync(FULL_MASK, incl, d);
+		incl += lane >= d ? v : 0u;
+	}
+	uint32_t total = __shfl_sync(FULL_MASK, incl, 31), at = 0;
+	if (lane == 31 && total > 0)
+		at = atomicAdd(&g->surv, total);
+	at = __shfl_sync(FULL_MASK, at, 31) + incl - n;
+	for (uint32_t k = 0; k < 8; k++)
+		if ((hits >> k) & 1u) {
+			if (at < surv_cap)
+				surv[at] = (uint64_t)fi << 40 | (8 * byte + k);
+			at++;
+		}
+}
+
+__global__ void __launch_bounds__(256) pd_par_verify(const pd_file *files, const pd_globals *g, const uint64_t *surv,
+						    uint32_t surv_cap)
+{
+	uint32_t n = g->surv < surv_cap ? g->surv : surv_cap;
 	uint32_t pre[KILN_INFL_PRE_SIZE];
-	for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++) {
-		uint64_t bit = 8 * byte + k;
-		if (kiln_infl_block_start(in, len, bit, pre)) {
+	for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+		const pd_file *f = &files[surv[i] >> 40];
+		uint64_t bit = surv[i] & ((1ull << 40) - 1);
+		if (kiln_infl_block_start(f->zlib + 2, (size_t)f->zlib_size - 2, bit, pre)) {
 			uint32_t at = atomicAdd(&f->par_state[0], 1u);
 			if (at + 1 < f->cand_cap)
 				f->cand[at + 1] = bit;
@@ -938,7 +1024,8 @@ __global__ void __launch_bounds__(256) pd_par_scan(const pd_file *files, const u
 	}
 }
 
-// 2b. A thread per file: bit 0 first, the candidates sorted, the count pass's items.
+// 2b. A thread per file: bit 0 first, the candidates sorted and merged with the mid
+// entries, the probe and count passes' items.
 __global__ void pd_par_prep(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
 			    uint64_t *work)
 {
@@ -964,25 +1051,26 @@ __global__ void pd_par_prep(const pd_file *files, uint32_t count, const uint32_t
 			c[j] = c[j - 1];
 		c[j] = v;
 	}
-	f->par_state[1] = n;
-	uint32_t w = atomicAdd(&g->items[0], n);
-	for (uint32_t i = 0; i < n; i++)
+	uint32_t m = kiln_infl_entries(c, n, (size_t)f->zlib_size - 2, f->spacing, f->ent, f->ent_cap);
+	f->par_state[1] = m;
+	uint32_t w = atomicAdd(&g->items[0], m);
+	for (uint32_t i = 0; i < m; i++)
 		work[w + i] = (uint64_t)fi << 32 | i;
 }
 
-// 2c/2e. The count (decode 0) and decode (1) passes: pool threads take (file, candidate)
-// items in turn. One thread per warp: with 2, 4 or 8 streams a warp (diverging at every
-// symbol) the batch took 1.1x, 1.4x and 1.6x longer on the H100 (kiln-bench, Kodak files);
-// tables in shared memory instead of device memory (L1 hits, 98%) gained nothing.
+// 2c/2d/2f. The probe (pass 0), count (1) and decode (2) passes: pool threads (`lanes` of
+// each warp) take (file, entry) items in turn. Tables in shared memory instead of device
+// memory (L1 hits, 98%) gained nothing.
+enum { PASS_PROBE, PASS_COUNT, PASS_DECODE };
 __global__ void __launch_bounds__(32) pd_par_pass(const pd_file *files, pd_globals *g, const uint64_t *work,
-						 kiln_inflate_tables *tables, int decode)
+						 kiln_inflate_tables *tables, int pass, uint32_t lanes)
 {
-	if (threadIdx.x != 0)
+	if (threadIdx.x >= lanes)
 		return;
-	kiln_inflate_tables *t = tables + blockIdx.x;
-	uint32_t items = g->items[decode];
+	kiln_inflate_tables *t = tables + blockIdx.x * lanes + threadIdx.x;
+	uint32_t items = g->items[pass == PASS_DECODE];
 	for (;;) {
-		uint32_t it = atomicAdd(&g->taken[decode], 1u);
+		uint32_t it = atomicAdd(&g->taken[pass], 1u);
 		if (it >= items)
 			break;
 		uint64_t w = work[it];
@@ -990,16 +1078,18 @@ __global__ void __launch_bounds__(32) pd_par_pass(const pd_file *files, pd_globa
 		uint32_t i = (uint32_t)w, n = f->par_state[1];
 		const uint8_t *in = f->zlib + 2;
 		size_t len = (size_t)f->zlib_size - 2;
-		if (decode)
-			kiln_infl_segment(t, in, len, f->cand[i], f->cand, n, f->sym + f->seg_base[i], f->seg_base[i],
-					  f->filtered_size, &f->dec[i]);
+		if (pass == PASS_PROBE)
+			kiln_infl_probe(t, in, len, f->ent, n, i);
+		else if (pass == PASS_COUNT)
+			kiln_infl_piece(t, in, len, f->ent, n, i, 0, NULL, KILN_INFL_BASE_UNKNOWN, f->filtered_size,
+					&f->seg[i]);
 		else
-			kiln_infl_segment(t, in, len, f->cand[i], f->cand, n, NULL, KILN_INFL_BASE_UNKNOWN,
-					  f->filtered_size, &f->seg[i]);
+			kiln_infl_piece(t, in, len, f->ent, n, i, f->skip[i], f->sym + f->seg_base[i], f->seg_base[i],
+					f->filtered_size, &f->dec[i]);
 	}
 }
 
-// 2d. A thread per file: the chain, and the decode pass's items.
+// 2e. A thread per file: the chain, and the decode pass's items.
 __global__ void pd_par_chain(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
 			     uint64_t *work)
 {
@@ -1009,15 +1099,15 @@ __global__ void pd_par_chain(const pd_file *files, uint32_t count, const uint32_
 	const pd_file *f = &files[fi];
 	if (!f->par || status[fi] != ST_OK || f->par_state[3])
 		return;
-	uint32_t k = kiln_infl_chain(f->seg, f->par_state[1], f->filtered_size, f->order, f->seg_base);
+	uint32_t k = kiln_infl_chain(f->seg, f->ent, f->par_state[1], f->filtered_size, f->order, f->seg_base, f->skip);
 	f->par_state[2] = k;
 	uint32_t w = atomicAdd(&g->items[1], k);
 	for (uint32_t i = 0; i < k; i++)
 		work[w + i] = (uint64_t)fi << 32 | f->order[i];
 }
 
-// 2f. A CTA per file: the verdict, the markers resolved segment after segment (a segment's
-// bytes in parallel), the Adler-32 of the image's bytes; results as pd_inflate's.
+// 2g. A CTA per file: the verdict, the markers resolved piece after piece (a piece's bytes
+// in parallel), the Adler-32 of the image's bytes; results as pd_inflate's.
 __global__ void __launch_bounds__(1024) pd_par_resolve(const pd_file *files, const uint32_t *status)
 {
 	const pd_file *f = &files[blockIdx.x];
@@ -1099,7 +1189,7 @@ pd_finish(const pd_file *files, uint32_t count, uint32_t *status, int flags)
 		return;
 	int lane = threadIdx.x & 31;
 	size_t rowlen = (size_t)f->rowbytes + 1;
-	if (f->strips == 1) {
+	if (f->strips == 1 && f->strip_res[0] != KILN_INFL_GAVE_UP) {
 		uint32_t *res = f->strip_res;
 		uint32_t rc = res[0];
 		uint32_t st = ST_OK;
@@ -1133,7 +1223,8 @@ pd_finish(const pd_file *files, uint32_t count, uint32_t *status, int flags)
 	}
 	if (ok && total == f->zlib_adler)
 		return;
-	// The strips do not decode as the kiSt chunk says: the whole stream, serially.
+	// The strips do not decode as the kiSt chunk says, or the parallel inflate of a file
+	// without strips gave up (png_inflate_par.h, KILN_INFL_ROAM): the whole stream, serially.
 	uint32_t st = ST_OK;
 	if (kiln_zlib_header_check(f->zlib[0], f->zlib[1]) != 0) {
 		st = ST_HEADER;
@@ -1479,20 +1570,26 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 			d->filt = base + data;
 			data += align256((size_t)in->filtered_size + 16);
 			if (in->strips == 1) {
-				uint32_t c = par_cand_cap(in);
+				uint32_t c = par_cand_cap(in), e = par_ent_cap(in);
 				d->par = !(g_debug & 16384u);
 				d->cand_cap = c;
+				d->ent_cap = e;
+				d->spacing = par_spacing(g_debug);
 				d->par_state = (uint32_t *)(base + l.par_state) + 4 * i;
 				d->cand = (uint64_t *)(base + data);
 				data += align256((size_t)c * 8);
+				d->ent = (kiln_infl_entry *)(base + data);
+				data += align256((size_t)e * sizeof(kiln_infl_entry));
 				d->seg_base = (uint64_t *)(base + data);
-				data += align256((size_t)c * 8);
+				data += align256((size_t)e * 8);
 				d->seg = (kiln_infl_seg *)(base + data);
-				data += align256((size_t)c * sizeof(kiln_infl_seg));
+				data += align256((size_t)e * sizeof(kiln_infl_seg));
 				d->dec = (kiln_infl_seg *)(base + data);
-				data += align256((size_t)c * sizeof(kiln_infl_seg));
+				data += align256((size_t)e * sizeof(kiln_infl_seg));
 				d->order = (uint32_t *)(base + data);
-				data += align256((size_t)c * 4);
+				data += align256((size_t)e * 4);
+				d->skip = (uint32_t *)(base + data);
+				data += align256((size_t)e * 4);
 				d->sym = (uint16_t *)(base + data);
 				data += align256((size_t)in->filtered_size * 2 + 16);
 				par_files += d->par;
@@ -1523,15 +1620,20 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 											      d_status, flags);
 	if (par_files > 0) {
 		pd_globals *gl = (pd_globals *)(base + l.globals);
-		uint64_t *work = (uint64_t *)(base + l.work), *work2 = work + l.cands;
+		uint64_t *work = (uint64_t *)(base + l.work), *work2 = work + l.ents;
 		kiln_inflate_tables *tabs = (kiln_inflate_tables *)(base + l.tables);
-		unsigned pool = (unsigned)l.pool;
+		uint32_t lanes = par_lanes(g_debug);
+		uint64_t workers = l.pool < (uint64_t)sm_count() * 32 * lanes ? l.pool : (uint64_t)sm_count() * 32 * lanes;
+		unsigned pool = (unsigned)((workers + lanes - 1) / lanes);
 		dim3 sg((unsigned)((par_bytes_max + 255) / 256) + 1, c32);
-		pd_par_scan<<<sg, 256, 0, s>>>(d_files, d_status);
+		uint64_t *surv = (uint64_t *)(base + l.surv);
+		pd_par_scan<<<sg, 256, 0, s>>>(d_files, d_status, gl, surv, (uint32_t)l.surv_cap);
+		pd_par_verify<<<sm_count() * 8, 256, 0, s>>>(d_files, gl, surv, (uint32_t)l.surv_cap);
 		pd_par_prep<<<(c32 + 127) / 128, 128, 0, s>>>(d_files, c32, d_status, gl, work);
-		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work, tabs, 0);
+		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work, tabs, PASS_PROBE, lanes);
+		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work, tabs, PASS_COUNT, lanes);
 		pd_par_chain<<<(c32 + 127) / 128, 128, 0, s>>>(d_files, c32, d_status, gl, work2);
-		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work2, tabs, 1);
+		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work2, tabs, PASS_DECODE, lanes);
 		pd_par_resolve<<<c32, 1024, 0, s>>>(d_files, d_status);
 	}
 	if (timed)

@@ -1,48 +1,94 @@
 /* One deflate stream inflated in parallel, for files without restart points (ordinary
  * PNGs as libpng and zlib write them), written once for the CPU and the GPU (kiln_hd.h).
  *
- * A deflate stream has no index, but a dynamic-Huffman block's header is a strong
- * pattern: BTYPE 2, HLIT <= 286, HDIST <= 30, a complete code-length code, and code lengths
- * that decode with it into a literal/length code that has the end-of-block symbol and is
- * neither over-subscribed nor incomplete. The steps:
- *  1. candidates: every bit offset where such a header starts (kiln_infl_block_start),
- *     sorted; bit 0 (the stream's first block, of any type) is always one. Random data
- *     rarely passes, and a false candidate costs only its own decode below;
- *  2. count: from each candidate, blocks are decoded (no output) until one ends exactly on
- *     a later candidate, the final block ends, or an error; the output length is noted;
- *  3. chain: from bit 0 the segments that really follow each other (a true block's end is
- *     a true block's start, so a false candidate is never reached), with their output
- *     offsets (kiln_infl_chain);
- *  4. decode: each segment of the chain again, now into 16-bit symbols at its offset: a
- *     byte, or a marker for a byte of the 32 KiB before the segment, which another segment
- *     produces (a match reaching back copies the marker; KILN_INFL_MARK);
- *  5. resolve: segment after segment, the markers are replaced by the bytes they name (all
- *     of which precede the segment, so the bytes of one segment resolve in parallel);
- *  6. verdict: the first segment in stream order that failed decides, as the serial
+ * A deflate stream has no index. Two kinds of entry points make one:
+ *  - header entries: a dynamic-Huffman block's header is a strong pattern (BTYPE 2,
+ *    HLIT <= 286, HDIST <= 30, a complete code-length code, code lengths that decode with
+ *    it into a literal/length code that has the end-of-block symbol and is neither
+ *    over-subscribed nor incomplete); every bit offset where one starts is a candidate
+ *    (kiln_infl_block_start), and bit 0 (the first block, of any type) always is. Random
+ *    data rarely passes, and a false candidate costs only its own decode below;
+ *  - mid entries, every `spacing` bits (kiln_infl_entries): decoding starts there inside
+ *    a block, with the tables of the nearest header entry before it. A Huffman decode
+ *    started at a wrong bit falls into step with the true one within a few symbols (the
+ *    codes are complete: every bit string is a symbol sequence, and two decodes meet at
+ *    a common symbol boundary soon), so each mid entry records the bit offsets of its
+ *    first KILN_INFL_PROBES symbol boundaries and the output before each
+ *    (kiln_infl_probe). A decode that reaches one of them in the same block, with the
+ *    same tables, is from there on the same decode: it stops and hands over.
+ * Entries split Kodak-like streams, whose blocks hold tens to hundreds of KB, into pieces
+ * of about `spacing` bits, so that thousands of threads share the work evenly. The steps:
+ *  1. candidates (kiln_infl_block_start), sorted, merged with the mid entries
+ *     (kiln_infl_entries); the mid entries' probes (kiln_infl_probe);
+ *  2. count: from each entry, blocks are decoded (no output) until one ends exactly on a
+ *     later header entry, the decode meets a later mid entry's probe (as above), the final
+ *     block ends, or an error; the output length and the meeting point are noted;
+ *  3. chain: from bit 0 the pieces that really follow each other (a false candidate or a
+ *     mid entry no true decode meets is never reached), with their output offsets and
+ *     the probe each is entered at (kiln_infl_chain);
+ *  4. decode: each piece of the chain again, from the probe it is entered at, into 16-bit
+ *     symbols at its offset: a byte, or a marker for a byte of the 32 KiB before the
+ *     piece, which another piece produces (a match reaching back copies the marker;
+ *     KILN_INFL_MARK);
+ *  5. resolve: piece after piece, the markers are replaced by the bytes they name (all of
+ *     which precede the piece, so the bytes of one piece resolve in parallel);
+ *  6. verdict: the first piece in stream order that failed decides, as the serial
  *     inflater would have stopped there (kiln_infl_verdict).
- * Segments end where blocks end and decode with the same stops in steps 2 and 4, so the
- * bytes, the errors and the bytes consumed are those of kiln_inflate_raw (strip == 0) on
- * the same stream; tests/unit/test_png_inflate_par.c checks that on many streams. */
+ * A piece is entered at a symbol boundary of the true decode, in the state the serial
+ * inflater has there (position, tables, output offset), and decodes with the same checks
+ * in steps 2 and 4, so the bytes, the errors and the bytes consumed are those of
+ * kiln_inflate_raw (strip == 0) on the same stream; tests/unit/test_png_inflate_par.c
+ * checks that on many streams and spacings, and the fuzz target inflate_par on any
+ * bytes. */
 #ifndef KILN_PNG_INFLATE_PAR_H
 #define KILN_PNG_INFLATE_PAR_H
 
 #include "kernels/png/png_inflate.h"
 
 #define KILN_INFL_WINDOW 32768u
-/* A 16-bit output symbol: < 256 a byte; 256 + w the byte at segment start - 32768 + w. */
+/* A 16-bit output symbol: < 256 a byte; 256 + w the byte at piece start - 32768 + w. */
 #define KILN_INFL_MARK(w) ((uint16_t)(256u + (w)))
-/* A segment's output offset before the chain gives it one (step 2). */
+/* A piece's output offset before the chain gives it one (step 2). */
 #define KILN_INFL_BASE_UNKNOWN UINT64_MAX
 #define KILN_INFL_NO_STOP 0xFFFFFFFFu
+/* Symbol boundaries recorded per mid entry (128 symbols of at most 48 bits and 258 bytes:
+ * offsets and outputs fit 16 bits). With 32, a third of the mid entries of zlib level 6
+ * streams of image-like bytes were met by no decode; with 128, under 5 %. */
+#define KILN_INFL_PROBES 128
+/* Output the count pass of a mid entry may make before the true decode meets it (the
+ * probes' symbols), added to its limit so that only a true overflow fails it. */
+#define KILN_INFL_SLACK ((uint64_t)KILN_INFL_PROBES * 258u)
+/* kiln_infl_huffman16 stopped at a symbol boundary at or past its limit (internal). */
+#define KILN_INFL_PAUSE 100
+/* A piece that began inside a block and then reads a block header that is no entry (a
+ * fixed or stored block, or a wrong decode's idea of a header), or passes a header entry
+ * inside a block (the entry is false, or the decode is), stops after this many more bits
+ * with KILN_INFL_GAVE_UP: a wrong decode (one that the true one never meets) finds no
+ * entry it may hand over to and rarely errs, so it would run on for hundreds of KB,
+ * holding up its pass (a Kodak file had one of 460 Kbit). The true decode gives up only
+ * where a long fixed or stored block follows a dynamic one, or a false candidate lies in
+ * a block (none in the Kodak files); the stream is then inflated serially (the caller's
+ * fallback). */
+#define KILN_INFL_ROAM 32768u
+#define KILN_INFL_GAVE_UP 200
 
-/* What decoding one segment gave (steps 2 and 4). */
+/* An entry point (step 1). A header entry has src == its own index. */
+typedef struct kiln_infl_entry {
+	uint64_t bit;     /* where decoding starts */
+	uint32_t src;     /* mid entry: the header entry whose tables it decodes with */
+	uint32_t probes;  /* mid entry: boundaries recorded (0: no decode can meet it) */
+	uint16_t off[KILN_INFL_PROBES]; /* the boundaries, in bits after `bit` (off[0] = 0) */
+	uint16_t cum[KILN_INFL_PROBES]; /* output symbols before each */
+} kiln_infl_entry;
+
+/* What decoding one piece gave (steps 2 and 4). */
 typedef struct kiln_infl_seg {
 	uint64_t out_len; /* symbols produced */
-	uint64_t end_bit; /* stream bit offset after the last block decoded */
-	uint32_t stop;    /* the candidate it ended on, or KILN_INFL_NO_STOP */
+	uint64_t end_bit; /* stream bit offset where it stopped */
+	uint32_t stop;    /* the entry it handed over to, or KILN_INFL_NO_STOP */
+	uint32_t probe;   /* ... at that entry's probe (0 for a header entry) */
 	int32_t rc;       /* KILN_INFL_OK, KILN_INFL_OUTPUT_FULL or an error */
 	int32_t final;    /* the final block ended it */
-	uint32_t pad;
 } kiln_infl_seg;
 
 /* Bits consumed from the reader's start. */
@@ -58,6 +104,22 @@ KILN_HD void kiln_bits_init_at(kiln_bits *b, const uint8_t *in, size_t len, uint
 	b->pos = (size_t)(bit >> 3);
 	kiln_bits_refill(b);
 	kiln_bits_drop(b, (uint32_t)(bit & 7u));
+}
+
+/* The cheap half of kiln_infl_block_start's test on the 128 stream bits from an offset
+ * (w0 first): BTYPE 2, HLIT <= 286, HDIST <= 30 and a complete code-length code. Passed by
+ * about 0.1 % of the bit offsets of Kodak streams; the GPU's scan tests the rest only there. */
+KILN_HD int kiln_infl_header_shape(uint64_t w0, uint64_t w1)
+{
+	if (((w0 >> 1) & 3u) != 2u || ((w0 >> 3) & 31u) > 29u || ((w0 >> 8) & 31u) > 29u)
+		return 0;
+	uint32_t hclen = (uint32_t)((w0 >> 13) & 15u) + 4, kraft = 0;
+	for (uint32_t i = 0, at = 17; i < hclen; i++, at += 3) {
+		uint64_t v = at < 64 ? w0 >> at | (at > 61 ? w1 << (64 - at) : 0) : w1 >> (at - 64);
+		uint32_t l = (uint32_t)(v & 7u);
+		kraft += l ? 128u >> l : 0u;
+	}
+	return kraft == 128;
 }
 
 /* 1 when a dynamic-Huffman block header that kiln_infl_dynamic accepts starts at bit `bit`
@@ -124,7 +186,7 @@ KILN_HD int kiln_infl_block_start(const uint8_t *in, size_t len, uint64_t bit, u
 	return 1;
 }
 
-/* The symbol dist back from out[s]: a marker when that is before the segment (a match
+/* The symbol dist back from out[s]: a marker when that is before the piece (a match
  * copies markers as they are). */
 KILN_HD uint16_t kiln_infl_back16(const uint16_t *out, size_t s, uint32_t dist)
 {
@@ -132,12 +194,14 @@ KILN_HD uint16_t kiln_infl_back16(const uint16_t *out, size_t s, uint32_t dist)
 }
 
 /* The Huffman data of one block into out[*opos, cap) as 16-bit symbols (out NULL: only
- * counted). base is the segment's output offset in the stream (KILN_INFL_BASE_UNKNOWN
- * while counting): a match that reaches before the stream's start is then
- * KILN_INFL_ERR_DISTANCE, as kiln_infl_huffman says; one that reaches before the segment
- * copies markers. The loop is kiln_infl_huffman's, for 16-bit symbols. */
+ * counted), up to the end-of-block code, an error, or the first symbol boundary at or past
+ * stream bit `lim` (KILN_INFL_PAUSE; called again, it goes on). base is the piece's output
+ * offset in the stream (KILN_INFL_BASE_UNKNOWN while counting): a match that reaches
+ * before the stream's start is then KILN_INFL_ERR_DISTANCE, as kiln_infl_huffman says;
+ * one that reaches before the piece copies markers. The loop is kiln_infl_huffman's, for
+ * 16-bit symbols. */
 KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, uint16_t *out, size_t *opos,
-				size_t cap, uint64_t base)
+				size_t cap, uint64_t base, uint64_t lim)
 {
 	size_t o = *opos;
 	int rc = KILN_INFL_OK;
@@ -146,6 +210,10 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, uint
 			kiln_bits_refill(b);
 		if (b->overrun > 8) {
 			rc = KILN_INFL_ERR_TRUNCATED;
+			break;
+		}
+		if (kiln_bits_position(b) >= lim) {
+			rc = KILN_INFL_PAUSE;
 			break;
 		}
 		uint32_t e = kiln_infl_lookup(t->lit, KILN_INFL_LIT_BITS, b);
@@ -158,6 +226,10 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, uint
 			if (out)
 				out[o] = (uint16_t)(e >> 16);
 			o++;
+			if (kiln_bits_position(b) >= lim) {
+				rc = KILN_INFL_PAUSE;
+				break;
+			}
 			e = kiln_infl_lookup(t->lit, KILN_INFL_LIT_BITS, b);
 			kind = KILN_INFL_KIND(e);
 			if (kind == KILN_INFL_LIT) {
@@ -242,34 +314,179 @@ KILN_HD int kiln_infl_stored16(kiln_bits *b, uint32_t len, uint16_t *out, size_t
 	return n < len ? KILN_INFL_ERR_TRUNCATED : KILN_INFL_OK;
 }
 
-/* Steps 2 and 4: decodes blocks from stream bit `start` of in[0, len) into out (NULL: count
- * only) until a block ends on one of the sorted candidates stops[0, nstops) after start,
- * the final block ends, or an error. total is the stream's output limit (the filtered
- * bytes); base the segment's output offset, or KILN_INFL_BASE_UNKNOWN, when the limit is
- * taken as total. Per block, what kiln_inflate_raw does. */
-KILN_HD void kiln_infl_segment(kiln_inflate_tables *t, const uint8_t *in, size_t len, uint64_t start,
-			       const uint64_t *stops, uint32_t nstops, uint16_t *out, uint64_t base,
-			       uint64_t total, kiln_infl_seg *r)
+/* The tables of the block whose header starts at stream bit `bit` (*bfinal: its BFINAL);
+ * 0 when that is not a Huffman block with a valid header. */
+KILN_HD int kiln_infl_tables_at(kiln_inflate_tables *t, const uint8_t *in, size_t len, uint64_t bit,
+				uint32_t *bfinal)
 {
 	kiln_bits b;
-	kiln_bits_init_at(&b, in, len, start);
+	uint32_t btype, stored;
+	kiln_bits_init_at(&b, in, len, bit);
+	return kiln_infl_block_header(t, &b, bfinal, &btype, &stored) == KILN_INFL_OK && btype != 0 &&
+	       kiln_bits_ok(&b);
+}
+
+/* Step 1: the sorted candidates cand[0, ncand) (cand[0] == 0) and a mid entry every
+ * `spacing` bits (0: none) of a stream of len bytes into e[0, cap), in stream order;
+ * returns how many. A mid entry at a candidate's bit is left out; so are mid entries in
+ * the last 1 KiB, and whatever would pass cap (pieces then only grow longer). */
+KILN_HD uint32_t kiln_infl_entries(const uint64_t *cand, uint32_t ncand, size_t len, uint64_t spacing,
+				   kiln_infl_entry *e, uint32_t cap)
+{
+	uint64_t bits = 8 * (uint64_t)len, mid = spacing;
+	uint32_t n = 0, c = 0, src = 0;
+	while (n < cap && (c < ncand || (spacing > 0 && mid + 8192 < bits))) {
+		int take_cand = c < ncand && (spacing == 0 || mid + 8192 >= bits || cand[c] <= mid);
+		kiln_infl_entry *x = &e[n];
+		x->probes = 0;
+		if (take_cand) {
+			if (spacing > 0 && cand[c] == mid)
+				mid += spacing;
+			x->bit = cand[c++];
+			x->src = src = n;
+		} else {
+			x->bit = mid;
+			x->src = src;
+			mid += spacing;
+		}
+		n++;
+	}
+	return n;
+}
+
+/* Step 1 for mid entry i of e[0, n): its first symbol boundaries (with the tables of its
+ * header entry) before the next entry and 64 bits before the input's end, and the output
+ * before each; none when the header entry is no Huffman block. A header entry has none. */
+KILN_HD void kiln_infl_probe(kiln_inflate_tables *t, const uint8_t *in, size_t len, kiln_infl_entry *e,
+			     uint32_t n, uint32_t i)
+{
+	kiln_infl_entry *m = &e[i];
+	uint32_t bfinal;
+	m->probes = 0;
+	if (m->src == i || !kiln_infl_tables_at(t, in, len, e[m->src].bit, &bfinal))
+		return;
+	uint64_t end = 8 * (uint64_t)len;
+	end = end > 64 ? end - 64 : 0;
+	if (i + 1 < n && e[i + 1].bit < end)
+		end = e[i + 1].bit;
+	kiln_bits b;
+	kiln_bits_init_at(&b, in, len, m->bit);
+	uint32_t out = 0;
+	for (uint32_t k = 0; k < KILN_INFL_PROBES; k++) {
+		uint64_t at = kiln_bits_position(&b);
+		if (at >= end)
+			break;
+		m->off[k] = (uint16_t)(at - m->bit);
+		m->cum[k] = (uint16_t)out;
+		m->probes = k + 1;
+		kiln_bits_refill(&b);
+		uint32_t s = kiln_infl_lookup(t->lit, KILN_INFL_LIT_BITS, &b), len_, dist;
+		if (KILN_INFL_KIND(s) == KILN_INFL_LIT)
+			out++;
+		else if (KILN_INFL_KIND(s) == KILN_INFL_LEN && kiln_infl_len_dist(t, &b, s, &len_, &dist))
+			out += len_;
+		else
+			break; /* the block's end or bad data: the probes end here */
+	}
+}
+
+/* The next probe a decode at stream bit q in the block whose header is at bit hdr may meet:
+ * from mid entry *k on (its probe *p on), the first entry of that block with a probe at
+ * or past q; its bit. While the next such entry belongs to a later block (entries' header
+ * entries only grow along the stream), that block's header bit: a decode that gets there
+ * inside its block has passed a header entry (*passed = 1 on the next call), and the
+ * entries of that block are skipped. */
+KILN_HD uint64_t kiln_infl_next_probe(const kiln_infl_entry *e, uint32_t n, uint64_t hdr, uint64_t q,
+				      uint32_t *k, uint32_t *p, int *passed)
+{
+	for (; *k < n; (*k)++, *p = 0) {
+		const kiln_infl_entry *x = &e[*k];
+		uint64_t h = e[x->src].bit;
+		if (x->src == *k || x->probes == 0 || h < hdr)
+			continue;
+		if (h > hdr) {
+			if (h > q)
+				return h;
+			*passed = 1;
+			continue;
+		}
+		while (*p < x->probes && x->bit + x->off[*p] < q)
+			(*p)++;
+		if (*p < x->probes)
+			return x->bit + x->off[*p];
+	}
+	return UINT64_MAX;
+}
+
+/* Steps 2 and 4: decodes the piece of entry i of e[0, n), from its probe `skip` (a header
+ * entry: 0, its header), into out (NULL: count only) until it hands over to a later entry
+ * (a block ends on a header entry, or the decode meets a mid entry's probe in the block
+ * that entry assumes), the final block ends, or an error. total is the stream's output
+ * limit (the filtered bytes); base the piece's output offset, or KILN_INFL_BASE_UNKNOWN
+ * (counting: the limit is then total + KILN_INFL_SLACK). Per block, what kiln_inflate_raw
+ * does. */
+KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t len, const kiln_infl_entry *e,
+			     uint32_t n, uint32_t i, uint32_t skip, uint16_t *out, uint64_t base, uint64_t total,
+			     kiln_infl_seg *r)
+{
+	const kiln_infl_entry *me = &e[i];
+	int inside = me->src != i; /* the piece starts inside a block */
+	uint64_t roam_end = UINT64_MAX;
 	uint64_t known = base == KILN_INFL_BASE_UNKNOWN ? 0 : base;
-	size_t cap = known < total ? (size_t)(total - known) : 0, o = 0;
-	uint32_t j = 0; /* the first stop not before the reader */
+	size_t cap = base == KILN_INFL_BASE_UNKNOWN ? (size_t)(total + KILN_INFL_SLACK)
+						    : known < total ? (size_t)(total - known) : 0;
+	size_t o = 0;
+	uint64_t hdr = e[me->src].bit; /* the current block's header */
+	uint32_t bfinal = 0, k = i + 1, p = 0, j = i + 1;
 	int rc = KILN_INFL_OK;
+	kiln_bits b;
 	r->final = 0;
 	r->stop = KILN_INFL_NO_STOP;
+	r->probe = 0;
+	if (inside && !kiln_infl_tables_at(t, in, len, hdr, &bfinal)) {
+		rc = KILN_INFL_ERR_DATA; /* a mid entry after a stored block's header: no decode meets it */
+		kiln_bits_init_at(&b, in, len, me->bit);
+		goto done;
+	}
+	kiln_bits_init_at(&b, in, len, me->bit + (inside ? me->off[skip] : 0));
 	for (;;) {
-		uint32_t bfinal, btype, stored = 0;
-		rc = kiln_infl_block_header(t, &b, &bfinal, &btype, &stored);
-		if (rc == KILN_INFL_ERR_DATA && known + o >= total && total > 0)
-			rc = KILN_INFL_OUTPUT_FULL; /* a bad block after the image, as kiln_inflate_raw */
-		if (rc != KILN_INFL_OK)
-			break;
-		if (btype == 0)
-			rc = kiln_infl_stored16(&b, stored, out, &o, cap);
-		else
-			rc = kiln_infl_huffman16(t, &b, out, &o, cap, base);
+		if (!inside) {
+			uint32_t btype, stored = 0;
+			hdr = kiln_bits_position(&b);
+			if (me->src != i && roam_end == UINT64_MAX)
+				roam_end = hdr + KILN_INFL_ROAM; /* no entry here (else the piece had stopped) */
+			rc = kiln_infl_block_header(t, &b, &bfinal, &btype, &stored);
+			if (rc == KILN_INFL_ERR_DATA && known + o >= total && total > 0)
+				rc = KILN_INFL_OUTPUT_FULL; /* a bad block after the image, as kiln_inflate_raw */
+			if (rc != KILN_INFL_OK)
+				break;
+			if (btype == 0) {
+				rc = kiln_infl_stored16(&b, stored, out, &o, cap);
+				goto block_end;
+			}
+		}
+		inside = 0;
+		for (;;) {
+			uint64_t q = kiln_bits_position(&b);
+			int passed = 0;
+			uint64_t lim = kiln_infl_next_probe(e, n, hdr, q, &k, &p, &passed);
+			if (passed && me->src != i && roam_end == UINT64_MAX)
+				roam_end = q + KILN_INFL_ROAM;
+			if (q >= roam_end) {
+				rc = KILN_INFL_GAVE_UP;
+				goto done;
+			}
+			if (lim == q) { /* the decode meets entry k: from here on it is k's */
+				rc = KILN_INFL_OK;
+				r->stop = k;
+				r->probe = p;
+				goto done;
+			}
+			rc = kiln_infl_huffman16(t, &b, out, &o, cap, base, lim < roam_end ? lim : roam_end);
+			if (rc != KILN_INFL_PAUSE)
+				break;
+		}
+	block_end:
 		if (rc == KILN_INFL_OK && !kiln_bits_ok(&b))
 			rc = KILN_INFL_ERR_TRUNCATED;
 		if (rc != KILN_INFL_OK)
@@ -279,41 +496,49 @@ KILN_HD void kiln_infl_segment(kiln_inflate_tables *t, const uint8_t *in, size_t
 			break;
 		}
 		uint64_t at = kiln_bits_position(&b);
-		while (j < nstops && stops[j] < at)
+		if (at >= roam_end) {
+			rc = KILN_INFL_GAVE_UP;
+			break;
+		}
+		while (j < n && e[j].bit < at)
 			j++;
-		if (j < nstops && stops[j] == at) {
+		if (j < n && e[j].bit == at && e[j].src == j) {
 			r->stop = j;
 			break;
 		}
 	}
+done:
 	r->rc = rc;
 	r->out_len = o;
 	r->end_bit = kiln_bits_position(&b);
 }
 
-/* Step 3: the chain from candidate 0 (bit 0) through the counted segments seg[0, n): writes
- * the candidates in stream order to order[] and their output offsets to base[] (indexed
- * by candidate), returns how many. The chain ends at a segment that did not end on a
- * candidate (final, error, the output full) or whose output reaches total. */
-KILN_HD uint32_t kiln_infl_chain(const kiln_infl_seg *seg, uint32_t n, uint64_t total, uint32_t *order,
-				 uint64_t *base)
+/* Step 3: the chain from entry 0 (bit 0) through the counted pieces seg[0, n) of e[0, n):
+ * writes the entries in stream order to order[], and, indexed by entry, their output
+ * offsets to base[] and the probes they are entered at to skip[]; returns how many. The
+ * chain ends at a piece that did not hand over (final, error, the output full) or whose
+ * output reaches past total. */
+KILN_HD uint32_t kiln_infl_chain(const kiln_infl_seg *seg, const kiln_infl_entry *e, uint32_t n, uint64_t total,
+				 uint32_t *order, uint64_t *base, uint32_t *skip)
 {
-	uint32_t k = 0, i = 0;
+	uint32_t k = 0, i = 0, s = 0;
 	uint64_t off = 0;
 	while (n > 0) {
 		order[k++] = i;
 		base[i] = off;
-		off += seg[i].out_len;
+		skip[i] = s;
+		off += seg[i].out_len - (e[i].src != i ? e[i].cum[s] : 0);
 		uint32_t next = seg[i].stop;
 		if (seg[i].rc != KILN_INFL_OK || seg[i].final || next == KILN_INFL_NO_STOP || next <= i ||
 		    next >= n || off > total || k >= n)
 			break;
+		s = seg[i].probe;
 		i = next;
 	}
 	return k;
 }
 
-/* Step 6: the stream's result from the decoded segments in chain order (dec[order[i]]):
+/* Step 6: the stream's result from the decoded pieces in chain order (dec[order[i]]):
  * the first failure, else the final block's end or the chain's end. *out_len: symbols up
  * to there; *used: whole bytes consumed (kiln_inflate_raw's *used). */
 KILN_HD int kiln_infl_verdict(const kiln_infl_seg *dec, const uint32_t *order, uint32_t k, uint64_t *out_len,
@@ -337,8 +562,8 @@ KILN_HD int kiln_infl_verdict(const kiln_infl_seg *dec, const uint32_t *order, u
 	return rc;
 }
 
-/* Step 5 for one symbol: the byte at stream position p (seg_base: its segment's offset),
- * reading earlier segments' resolved bytes in out. */
+/* Step 5 for one symbol: the byte at stream position p (seg_base: its piece's offset),
+ * reading earlier pieces' resolved bytes in out. */
 KILN_HD uint8_t kiln_infl_resolve(const uint16_t *sym, const uint8_t *out, uint64_t seg_base, uint64_t p)
 {
 	uint16_t v = sym[p];

@@ -26,37 +26,62 @@ static const char *kiln_fuzz_par_case = "";
 typedef struct par_result {
 	int rc;
 	uint64_t out_len, used;
-	uint32_t candidates, segments;
+	uint32_t candidates, entries, segments;
+	int serial; /* the true decode gave up (KILN_INFL_GAVE_UP): inflated serially */
 } par_result;
 
-/* Steps 1-6 of png_inflate_par.h on in[0, len) into out[0, total), one after the other. */
-static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *out, uint64_t total)
+/* Steps 1-6 of png_inflate_par.h on in[0, len) into out[0, total), one after the other,
+ * with a mid entry every `spacing` bits (0: none). */
+static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *out, uint64_t total,
+					uint64_t spacing)
 {
 	par_result r = {0};
 	kiln_inflate_tables *t = malloc(sizeof *t);
 	uint64_t *cand = malloc(sizeof *cand * (8 * len + 1));
 	KILN_FUZZ_PAR_CHECK(t && cand);
-	uint32_t n = 0;
-	cand[n++] = 0;
+	uint32_t nc = 0;
+	cand[nc++] = 0;
 	for (uint64_t bit = 1; bit < 8 * (uint64_t)len; bit++)
 		if (kiln_infl_block_start(in, len, bit, t->pre))
-			cand[n++] = bit;
+			cand[nc++] = bit;
+	uint32_t cap = nc + (spacing ? (uint32_t)(8 * (uint64_t)len / spacing) : 0) + 1;
+	kiln_infl_entry *e = malloc(sizeof *e * cap);
+	KILN_FUZZ_PAR_CHECK(e);
+	uint32_t n = kiln_infl_entries(cand, nc, len, spacing, e, cap);
+	KILN_FUZZ_PAR_CHECK(n >= nc && n <= cap && e[0].bit == 0 && e[0].src == 0);
+	for (uint32_t i = 1; i < n; i++)
+		KILN_FUZZ_PAR_CHECK(e[i].bit > e[i - 1].bit && e[i].src <= i);
+	for (uint32_t i = 0; i < n; i++)
+		kiln_infl_probe(t, in, len, e, n, i);
 	kiln_infl_seg *seg = calloc(n, sizeof *seg), *dec = calloc(n, sizeof *dec);
-	uint32_t *order = calloc(n, sizeof *order);
+	uint32_t *order = calloc(n, sizeof *order), *skip = calloc(n, sizeof *skip);
 	uint64_t *base = calloc(n, sizeof *base);
 	uint16_t *sym = malloc(2 * (size_t)total + 2);
-	KILN_FUZZ_PAR_CHECK(seg && dec && order && base && sym);
+	KILN_FUZZ_PAR_CHECK(seg && dec && order && skip && base && sym);
 	for (uint32_t i = 0; i < n; i++)
-		kiln_infl_segment(t, in, len, cand[i], cand, n, NULL, KILN_INFL_BASE_UNKNOWN, total, &seg[i]);
-	uint32_t k = kiln_infl_chain(seg, n, total, order, base);
+		kiln_infl_piece(t, in, len, e, n, i, 0, NULL, KILN_INFL_BASE_UNKNOWN, total, &seg[i]);
+	uint32_t k = kiln_infl_chain(seg, e, n, total, order, base, skip);
 	for (uint32_t i = 0; i < k; i++) {
 		uint32_t c = order[i];
-		kiln_infl_segment(t, in, len, cand[c], cand, n, sym + base[c], base[c], total, &dec[c]);
-		/* the same segment boundaries as counted, unless the limit cut it short */
-		if (dec[c].rc == KILN_INFL_OK)
-			KILN_FUZZ_PAR_CHECK(dec[c].stop == seg[c].stop);
+		uint32_t before = e[c].src != c ? e[c].cum[skip[c]] : 0;
+		KILN_FUZZ_PAR_CHECK(seg[c].out_len >= before);
+		kiln_infl_piece(t, in, len, e, n, c, skip[c], sym + base[c], base[c], total, &dec[c]);
+		/* the same hand-over and length as counted, unless the limit cut it short */
+		if (dec[c].rc == KILN_INFL_OK) {
+			KILN_FUZZ_PAR_CHECK(dec[c].stop == seg[c].stop && dec[c].probe == seg[c].probe);
+			KILN_FUZZ_PAR_CHECK(dec[c].out_len == seg[c].out_len - before);
+		}
 	}
 	r.rc = kiln_infl_verdict(dec, order, k, &r.out_len, &r.used);
+	if (r.rc == KILN_INFL_GAVE_UP) { /* the GPU's fallback (png_dec_cuda.cu, pd_finish) */
+		size_t ol = 0, used = 0;
+		int fin = 0;
+		r.rc = kiln_inflate_raw(t, in, len, out, total, &ol, &used, 0, &fin);
+		r.out_len = ol;
+		r.used = used;
+		r.serial = 1;
+		k = 0;
+	}
 	for (uint32_t i = 0; i < k; i++) {
 		uint32_t c = order[i];
 		uint64_t end = base[c] + dec[c].out_len;
@@ -65,21 +90,25 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 		for (uint64_t p = base[c]; p < end; p++)
 			out[p] = kiln_infl_resolve(sym, out, base[c], p);
 	}
-	r.candidates = n;
+	r.candidates = nc;
+	r.entries = n;
 	r.segments = k;
 	free(t);
 	free(cand);
+	free(e);
 	free(seg);
 	free(dec);
 	free(order);
+	free(skip);
 	free(base);
 	free(sym);
 	return r;
 }
 
-/* Inflates in[0, len) with the output limit total both ways; aborts on any difference.
- * Returns the parallel run's figures. */
-static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t total)
+/* Inflates in[0, len) with the output limit total both ways (the parallel one with a mid
+ * entry every `spacing` bits); aborts on any difference. Returns the parallel run's
+ * figures. */
+static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t total, uint64_t spacing)
 {
 	kiln_inflate_tables *t = malloc(sizeof *t);
 	uint8_t *a = malloc(total + 16), *b = malloc(total + 16);
@@ -87,7 +116,7 @@ static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t 
 	size_t out_len = 0, used = 0;
 	int fin = 0;
 	int rc = kiln_inflate_raw(t, in, len, a, total, &out_len, &used, 0, &fin);
-	par_result r = kiln_fuzz_par_inflate(in, len, b, total);
+	par_result r = kiln_fuzz_par_inflate(in, len, b, total, spacing);
 	KILN_FUZZ_PAR_CHECK(r.rc == rc);
 	if (rc == KILN_INFL_OK) {
 		KILN_FUZZ_PAR_CHECK(r.out_len == out_len);
@@ -101,13 +130,15 @@ static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t 
 	return r;
 }
 
-/* data: a 3-byte output limit (little endian, at most 1 MiB), then the stream. */
+/* data: a 3-byte output limit (little endian, at most 1 MiB; the top 3 bits choose the
+ * mid entries' spacing, none or 64 to 4096 bits), then the stream. */
 static inline kiln_status kiln_fuzz_inflate_par(const uint8_t *data, size_t size)
 {
 	if (size < 3)
 		return KILN_ERR_TRUNCATED;
 	uint64_t total = ((uint64_t)data[0] | (uint64_t)data[1] << 8 | (uint64_t)data[2] << 16) % (1u << 20) + 1;
-	par_result r = kiln_fuzz_par_compare(data + 3, size - 3, total);
+	uint32_t pick = data[2] >> 5;
+	par_result r = kiln_fuzz_par_compare(data + 3, size - 3, total, pick ? 32u << pick : 0);
 	return r.rc == KILN_INFL_OK || r.rc == KILN_INFL_OUTPUT_FULL ? KILN_OK : KILN_ERR_CORRUPT;
 }
 

@@ -1,8 +1,8 @@
 /* Unit tests of the parallel inflate of one stream (kernels/png/png_inflate_par.h): its
  * steps run here one after the other on the CPU (the driver of the fuzz target
  * tests/fuzz/fuzz_inflate_par.c), as the GPU runs them side by side, and the result (rc,
- * bytes, bytes consumed) must be kiln_inflate_raw's on the same stream: Kodak files'
- * streams as libpng wrote them, zlib at every level and strategy, streams whose stored
+ * bytes, bytes consumed) must be kiln_inflate_raw's on the same stream, with mid entries at
+ * several spacings and without: Kodak files' streams as libpng wrote them, zlib at every level and strategy, streams whose stored
  * blocks hold another stream (false candidates), outputs shorter and longer than the
  * stream, truncated and bit-flipped streams, and the fuzz target's kept inputs. */
 #include <criterion/criterion.h>
@@ -18,11 +18,14 @@
 #define KILN_FUZZ_INFLATE_PAR_NO_ENTRY
 #include "tests/fuzz/fuzz_inflate_par.c"
 
-/* Inflates raw deflate data both ways (any difference aborts); the parallel run's figures. */
-static par_result check_stream(const uint8_t *in, size_t len, uint64_t total, const char *what)
+/* Inflates raw deflate data both ways, the parallel one with a mid entry every `spacing`
+ * bits (0: none; any difference aborts); the parallel run's figures. */
+static par_result check_stream(const uint8_t *in, size_t len, uint64_t total, uint64_t spacing, const char *what)
 {
-	kiln_fuzz_par_case = what;
-	return kiln_fuzz_par_compare(in, len, total);
+	char name[160];
+	snprintf(name, sizeof name, "%s, spacing %llu", what, (unsigned long long)spacing);
+	kiln_fuzz_par_case = name;
+	return kiln_fuzz_par_compare(in, len, total, spacing);
 }
 
 static uint32_t rng = 12345;
@@ -79,10 +82,21 @@ Test(png_inflate_par, kodak_streams_as_libpng_wrote_them)
 		const uint8_t *z;
 		uint8_t *owned = NULL;
 		cr_assert_eq(kiln_pngdec_zlib_stream(f.data, &info, &z, &owned, err, sizeof err), KILN_OK);
-		par_result r = check_stream(z + 2, info.zlib_size - 2, info.filtered_size, names[i]);
+		size_t len = info.zlib_size - 2;
+		par_result r = check_stream(z + 2, len, info.filtered_size, 0, names[i]);
 		cr_assert_eq(r.rc, KILN_INFL_OK);
-		/* zlib ends a block every 16K symbols: a Kodak image is dozens of segments */
-		cr_assert_geq(r.segments, 8, "%s: %u segments", names[i], r.segments);
+		/* zlib ends a block every 16K symbols: a Kodak image is dozens of pieces */
+		cr_assert_geq(r.segments, 8, "%s: %u pieces", names[i], r.segments);
+		/* mid entries split the blocks: nearly every one is met by the true decode */
+		static const uint64_t spacings[] = {16384, 2048};
+		for (int k = 0; k < 2; k++) {
+			r = check_stream(z + 2, len, info.filtered_size, spacings[k], names[i]);
+			cr_assert_eq(r.rc, KILN_INFL_OK);
+			uint64_t mids = r.entries - r.candidates;
+			cr_assert(!r.serial);
+			cr_assert_geq(r.segments, mids * 95 / 100, "%s, spacing %llu: %u pieces for %llu mid entries",
+				      names[i], (unsigned long long)spacings[k], r.segments, (unsigned long long)mids);
+		}
 		free(owned);
 		kiln_buf_free(&f);
 	}
@@ -99,11 +113,15 @@ Test(png_inflate_par, zlib_levels_and_strategies)
 			uint8_t *z = deflate_raw(d, n, level, strategies[s], &len);
 			char what[64];
 			snprintf(what, sizeof what, "level %d strategy %d", level, strategies[s]);
-			par_result r = check_stream(z, len, n, what);
+			par_result r = check_stream(z, len, n, (uint64_t)1024 << (level % 4), what);
 			cr_assert_eq(r.rc, KILN_INFL_OK, "%s", what);
-			/* dynamic blocks are found (fixed-code and stored streams stay one segment) */
+			/* blocks are split (stored streams stay one piece); zlib's fixed-code blocks
+			 * follow each other with headers that are no entries, and the true decode gives
+			 * up (KILN_INFL_ROAM): inflated serially */
 			if (level > 0 && strategies[s] != Z_FIXED)
-				cr_assert_geq(r.segments, 2, "%s: %u segments", what, r.segments);
+				cr_assert(r.segments >= 2 && !r.serial, "%s: %u pieces, serial %d", what, r.segments, r.serial);
+			if (level > 0 && strategies[s] == Z_FIXED)
+				cr_assert(r.serial, "%s: %u pieces", what, r.segments);
 			free(z);
 		}
 	free(d);
@@ -117,10 +135,12 @@ Test(png_inflate_par, false_candidates_in_stored_data)
 	uint8_t *d = make_data(n);
 	uint8_t *inner = deflate_raw(d, n, 6, Z_DEFAULT_STRATEGY, &inner_len);
 	uint8_t *z = deflate_raw(inner, inner_len, 0, Z_DEFAULT_STRATEGY, &len);
-	par_result r = check_stream(z, len, inner_len, "stored inner stream");
-	cr_assert_eq(r.rc, KILN_INFL_OK);
-	cr_assert_gt(r.candidates, 2, "the inner stream's headers are candidates");
-	cr_assert_eq(r.segments, 1, "no segment starts inside stored data");
+	for (uint64_t spacing = 0; spacing <= 4096; spacing += 1024) {
+		par_result r = check_stream(z, len, inner_len, spacing, "stored inner stream");
+		cr_assert_eq(r.rc, KILN_INFL_OK);
+		cr_assert_gt(r.candidates, 2, "the inner stream's headers are candidates");
+		cr_assert_eq(r.segments, 1, "no piece starts inside stored data");
+	}
 	free(d);
 	free(inner);
 	free(z);
@@ -136,7 +156,8 @@ Test(png_inflate_par, output_limits)
 	for (int i = 0; i < 7; i++) {
 		char what[64];
 		snprintf(what, sizeof what, "limit %llu", (unsigned long long)totals[i]);
-		check_stream(z, len, totals[i], what);
+		check_stream(z, len, totals[i], 0, what);
+		check_stream(z, len, totals[i], 512, what);
 	}
 	free(d);
 	free(z);
@@ -151,7 +172,7 @@ Test(png_inflate_par, truncated_and_bitflipped)
 	for (size_t cut = 0; cut < len; cut += 1 + cut / 8) {
 		char what[64];
 		snprintf(what, sizeof what, "cut at %zu of %zu", cut, len);
-		par_result r = check_stream(z, cut, n, what);
+		par_result r = check_stream(z, cut, n, cut % 2 ? 256 : 0, what);
 		cr_assert_neq(r.rc, KILN_INFL_OK, "%s", what);
 	}
 	unsigned errors = 0;
@@ -161,12 +182,53 @@ Test(png_inflate_par, truncated_and_bitflipped)
 		copy[at] ^= (uint8_t)(1u << (rnd() % 8));
 		char what[64];
 		snprintf(what, sizeof what, "flip at byte %zu", at);
-		errors += check_stream(copy, len, n, what).rc != KILN_INFL_OK;
+		errors += check_stream(copy, len, n, (uint64_t)(i % 3) * 512, what).rc != KILN_INFL_OK;
 	}
 	cr_expect_gt(errors, 0);
 	free(copy);
 	free(d);
 	free(z);
+}
+
+/* The GPU's scan tests kiln_infl_block_start only where kiln_infl_header_shape passes:
+ * every header the full test accepts must pass the cheap one (a Kodak stream, zlib
+ * streams of noise at every level, every bit offset), and the cheap one must drop most. */
+Test(png_inflate_par, header_shape_is_a_necessary_condition)
+{
+	size_t n = 60000;
+	uint8_t *d = make_data(n);
+	kiln_inflate_tables *t = malloc(sizeof *t);
+	uint64_t offsets = 0, shaped = 0, headers = 0;
+	for (int level = 1; level <= 9; level += 4) {
+		size_t len;
+		uint8_t *z = deflate_raw(d, n, level, Z_DEFAULT_STRATEGY, &len);
+		for (uint64_t bit = 0; bit < 8 * (uint64_t)len; bit++) {
+			uint8_t win[17] = {0};
+			for (size_t i = 0; i < 17 && bit / 8 + i < len; i++)
+				win[i] = z[bit / 8 + i];
+			uint64_t lo = 0, mid = 0;
+			for (int i = 7; i >= 0; i--) {
+				lo = lo << 8 | win[i];
+				mid = mid << 8 | win[8 + i];
+			}
+			uint32_t k = (uint32_t)(bit & 7);
+			uint64_t w0 = k ? lo >> k | mid << (64 - k) : lo;
+			uint64_t w1 = k ? mid >> k | (uint64_t)win[16] << (64 - k) : mid;
+			int shape = kiln_infl_header_shape(w0, w1);
+			int full = kiln_infl_block_start(z, len, bit, t->pre);
+			cr_assert(shape || !full, "level %d bit %llu: a header the cheap test drops", level,
+				  (unsigned long long)bit);
+			offsets++;
+			shaped += shape;
+			headers += full;
+		}
+		free(z);
+	}
+	cr_assert_gt(headers, 3);
+	cr_assert_lt(shaped * 20, offsets, "%llu of %llu offsets pass the cheap test", (unsigned long long)shaped,
+		     (unsigned long long)offsets);
+	free(t);
+	free(d);
 }
 
 /* The fuzz target's seeds and the inputs that once failed it, through the same driver. */
