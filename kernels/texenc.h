@@ -110,10 +110,11 @@ typedef struct kiln_texenc_png {
 #define KILN_TEXENC_MAX_PNG_BATCH 64
 
 /* Whether a GPU decodes a probed file faster than the host would, for callers that choose
- * which files to hand to kiln_texenc_submit_png on a GPU: the GPU decoder takes it and it
- * has the strips that make it fast there. One deflate stream inflates on one GPU
- * lane at about 0.2 GB/s, while 16 cores do 1.7 GB/s; kiln's strip-parallel files go at
- * 4-5 GB/s on the GPU (docs/PERFORMANCE.md). */
+ * which files to hand to kiln_texenc_submit_png on a GPU: the GPU decoder takes it, and it
+ * is an ordinary file (one stream: inflated in parallel, kernels/png/png_inflate_par.h,
+ * 3.0 GB/s for a batch of 32 Kodak files on an H100, where 16 cores do 1.85) or has the
+ * strips that make it fast there (6-7 GB/s); a file with a few strips inflates with a
+ * warp per strip (docs/PERFORMANCE.md). */
 #define KILN_TEXENC_GPU_DECODE_MIN_STRIPS 8
 bool kiln_texenc_png_gpu_decodes(const kiln_pngdec_info *info);
 

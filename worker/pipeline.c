@@ -463,8 +463,8 @@ static void *fetch_main(void *arg)
 }
 
 /* Whether an item's PNG goes to the encode stage undecoded, for a GPU to decode: kiln's
- * decoder is chosen, the file is one the GPU decoder takes and has the strips that make
- * it fast there, a GPU will encode it, and no PSNR is wanted (that needs the pixels on
+ * decoder is chosen, the file is one the GPU decoder takes fast (kiln_texenc_png_gpu_decodes),
+ * a GPU will encode it, and no PSNR is wanted (that needs the pixels on
  * the host). */
 static bool decode_on_gpu(const kiln_pipeline *p, const item *it, const kiln_pngdec_info *info)
 {
