@@ -1024,16 +1024,24 @@ __global__ void __launch_bounds__(256) pd_par_verify(const pd_file *files, const
 	}
 }
 
+// The file of a thread-per-file kernel of the parallel inflate, or NULL when the thread
+// has none or its file is not (or no longer) inflated in parallel.
+__device__ const pd_file *par_file(const pd_file *files, uint32_t count, const uint32_t *status, uint32_t fi)
+{
+	if (fi >= count)
+		return NULL;
+	const pd_file *f = &files[fi];
+	return f->par && status[fi] == ST_OK && !f->par_state[3] ? f : NULL;
+}
+
 // 2b. A thread per file: bit 0 first, the candidates sorted and merged with the mid
 // entries, the probe and count passes' items.
 __global__ void pd_par_prep(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
 			    uint64_t *work)
 {
 	uint32_t fi = blockIdx.x * blockDim.x + threadIdx.x;
-	if (fi >= count)
-		return;
-	const pd_file *f = &files[fi];
-	if (!f->par || status[fi] != ST_OK)
+	const pd_file *f = par_file(files, count, status, fi);
+	if (!f)
 		return;
 	if (kiln_zlib_header_check(f->zlib[0], f->zlib[1]) != 0) {
 		f->strip_res[0] = KILN_INFL_ERR_DATA + 100; // header
@@ -1094,10 +1102,8 @@ __global__ void pd_par_chain(const pd_file *files, uint32_t count, const uint32_
 			     uint64_t *work)
 {
 	uint32_t fi = blockIdx.x * blockDim.x + threadIdx.x;
-	if (fi >= count)
-		return;
-	const pd_file *f = &files[fi];
-	if (!f->par || status[fi] != ST_OK || f->par_state[3])
+	const pd_file *f = par_file(files, count, status, fi);
+	if (!f)
 		return;
 	uint32_t k = kiln_infl_chain(f->seg, f->ent, f->par_state[1], f->filtered_size, f->order, f->seg_base, f->skip);
 	f->par_state[2] = k;
@@ -1110,8 +1116,8 @@ __global__ void pd_par_chain(const pd_file *files, uint32_t count, const uint32_
 // in parallel), the Adler-32 of the image's bytes; results as pd_inflate's.
 __global__ void __launch_bounds__(1024) pd_par_resolve(const pd_file *files, const uint32_t *status)
 {
-	const pd_file *f = &files[blockIdx.x];
-	if (!f->par || status[blockIdx.x] != ST_OK || f->par_state[3])
+	const pd_file *f = par_file(files, gridDim.x, status, blockIdx.x);
+	if (!f)
 		return;
 	__shared__ uint64_t out_len, used;
 	__shared__ int rc;

@@ -430,7 +430,8 @@ KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t l
 			     kiln_infl_seg *r)
 {
 	const kiln_infl_entry *me = &e[i];
-	int inside = me->src != i; /* the piece starts inside a block */
+	const int from_mid = me->src != i; /* the entry is a mid entry */
+	int inside = from_mid;             /* the decode is inside a block */
 	uint64_t roam_end = UINT64_MAX;
 	uint64_t known = base == KILN_INFL_BASE_UNKNOWN ? 0 : base;
 	size_t cap = base == KILN_INFL_BASE_UNKNOWN ? (size_t)(total + KILN_INFL_SLACK)
@@ -453,7 +454,7 @@ KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t l
 		if (!inside) {
 			uint32_t btype, stored = 0;
 			hdr = kiln_bits_position(&b);
-			if (me->src != i && roam_end == UINT64_MAX)
+			if (from_mid && roam_end == UINT64_MAX)
 				roam_end = hdr + KILN_INFL_ROAM; /* no entry here (else the piece had stopped) */
 			rc = kiln_infl_block_header(t, &b, &bfinal, &btype, &stored);
 			if (rc == KILN_INFL_ERR_DATA && known + o >= total && total > 0)
@@ -470,7 +471,7 @@ KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t l
 			uint64_t q = kiln_bits_position(&b);
 			int passed = 0;
 			uint64_t lim = kiln_infl_next_probe(e, n, hdr, q, &k, &p, &passed);
-			if (passed && me->src != i && roam_end == UINT64_MAX)
+			if (passed && from_mid && roam_end == UINT64_MAX)
 				roam_end = q + KILN_INFL_ROAM;
 			if (q >= roam_end) {
 				rc = KILN_INFL_GAVE_UP;
