@@ -11,14 +11,15 @@
  *    plane); 3 and 4 partitions likewise from a k-means clustering (patterns matched
  *    under the best relabelling), at medium (1 + 1 searched) and high (2 + 1), only for
  *    blocks still far off, not at fast; fast and medium try the second plane and 2
- *    partitions only for blocks that one partition leaves far off (astc_enc_effort_of);
+ *    partitions only for blocks that one partition leaves far off, fast also only where
+ *    the block's line leaves a large residual (astc_enc_effort_of);
  *  - per fit, the block modes are first ranked without encoding (astc_enc_estimate):
  *    ideal weights decimated to each grid (least squares by correction steps), then per
  *    mode the error of quantising them and an expected endpoint quantisation error for
  *    each endpoint kind; the best 3 / 16 / 32 (mode, kind) candidates are encoded exactly
  *    once, the best 1 / 3 / 4 of those refined (alternating endpoint least squares and
- *    weight re-projection) and polished (each grid weight and colour value moved one
- *    quantisation level while the exact error falls);
+ *    weight re-projection; not at fast) and polished (each grid weight and colour value
+ *    moved one quantisation level while the exact error falls);
  *  - endpoint kinds: direct (CEM 8 RGB, 12 RGBA), base+scale (CEM 6 RGB, 10 RGB with
  *    two alphas), which leave more bits for colour precision, and luminance (CEM 0 L,
  *    4 L+alpha) for gray blocks; under the first two a gray partition (R = G = B) among
@@ -75,7 +76,8 @@ typedef struct astc_enc_effort {
 			       the ranking of modes (astc_enc_estimate) ... */
 	uint8_t grid_steps; /* ... and in their encoding (astc_enc_try_mode) */
 	uint8_t grid_share; /* ranks only weight grids of at least 1 / grid_share of the
-			       footprint's texels (0: every grid) */
+			       footprint's texels, over the partition count (more partitions
+			       leave fewer bits for weights; 0: every grid) */
 	uint8_t dual_tries; /* second-plane channels tried with one partition */
 	uint8_t dual_gate;  /* ... only for blocks whose error per texel exceeds this */
 	uint8_t p2_gate;    /* 2 partitions only above this error per texel */
@@ -86,27 +88,45 @@ typedef struct astc_enc_effort {
 	uint8_t tries3, full3, tries4, full4;
 	uint8_t p4_mult;    /* 4 partitions only where 3 won or the error exceeds p4_mult x gate
 			       (0: whenever above gate) */
+	/* gates on the residual of the block's line (per channel: the squared distance of the
+	 * texels from it), which the second plane and 2 partitions can remove and the
+	 * quantisation error cannot; 0: no gate */
+	uint8_t dual_rgate; /* second plane only where the largest channel residual exceeds
+			       this per texel ... */
+	uint8_t dual_rfrac; /* ... and that residual times dual_rfrac exceeds the error so far */
+	uint8_t p2_rgate;   /* 2 partitions only where the residual of all channels exceeds this
+			       per texel ... */
+	uint8_t p2_rfrac;   /* ... and that residual times p2_rfrac exceeds the error so far */
 } astc_enc_effort;
 
-/* fast aims at astcenc -fast quality: it skips the second plane and 2 partitions for
- * blocks that one plane and one partition already encode closely (most blocks of
- * natural images at 4x4; astcenc stops early in the same way), as medium does with
- * lower gates (2 and 8 per texel: -0.05 dB at 4x4, 2.6x faster there), tries fewer
- * candidates, takes fewer weight correction steps (one to rank the modes, two to encode
- * them) and leaves out the coarsest weight grids (under a quarter of the texels: leaving
- * them out moved the PSNR of the Kodak crops at 6x6 and 8x8 by under 0.001 dB and made
- * 8x8 12% faster); it meets its target without 3 and 4 partitions. Medium and high try 3
- * and 4 partitions (and high the second plane with 2 partitions) only for blocks still
- * far off (smooth blocks rarely gain); medium tries 4 partitions only where 3 won or the
+/* fast aims at astcenc -fast quality and spends what it had above it on speed: it
+ * encodes the best of 3 candidates per fit and polishes it without refinement rounds,
+ * takes fewer weight correction steps (one to rank the modes, two to encode them), ranks
+ * only weight grids of at least a third of the texels per partition (the two-colour
+ * blocks of tests/unit/test_astc.c lost 2.2 dB at 8x8 without the smaller grids for 2
+ * partitions), and tries the second plane and 2 partitions only for blocks they can
+ * improve: error above 4 and 32 per texel, and a large residual off the block's line
+ * (second plane: the largest channel's residual above half the error; 2 partitions: the
+ * residual of all channels above 48 per texel and above half the error). Gated by the
+ * error alone, those stages ran for nearly every block at 6x6 and 8x8 and gained on few
+ * (at 8x8, 90% of the second plane's gain took 40% of its time in the order of the
+ * error, 12% in the order of the largest residual). Full Kodak set,
+ * 2026-11-22: +0.003 to +0.099 dB over astcenc -fast (RGB), 2.1-3.8x faster than
+ * before, 0.54-0.77x astcenc per core (docs/PERFORMANCE.md, ASTC). No 3 and 4
+ * partitions. Medium skips the second plane and 2 partitions for blocks under 2 and 8
+ * per texel (-0.05 dB at 4x4, 2.6x faster there); medium and high try 3 and 4
+ * partitions (and high the second plane with 2 partitions) only for blocks still far
+ * off (smooth blocks rarely gain); medium tries 4 partitions only where 3 won or the
  * error is still above 16 times the gate. */
 KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
 {
 	/* cand keep iterations passes est_steps grid_steps grid_share, dual_tries dual_gate,
-	 * p2_gate p2_tries p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult */
-	const astc_enc_effort fast = {3, 1, 1, 1, 1, 2, 4, 1, 2, 16, 8, 1, 0, 16, 0, 0, 0, 0, 0};
-	const astc_enc_effort medium = {16, 3, 2, 4, 4, 4, 0, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 3, 0, 16, 4, 1, 4, 1, 16};
+	 * p2_gate p2_tries p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult,
+	 * dual_rgate dual_rfrac p2_rgate p2_rfrac */
+	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2};
+	const astc_enc_effort medium = {16, 3, 2, 4, 4, 4, 0, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 3, 0, 16, 4, 1, 4, 1, 16, 0, 0, 0, 0};
 	const astc_enc_effort high = {ASTC_ENC_MAX_CAND, ASTC_ENC_SHORTLIST, 3, 4, 4, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
-				      6, 1, 4, 16, 2, 16, 1, 0};
+				      6, 1, 4, 16, 2, 16, 1, 0, 0, 0, 0, 0};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
 }
 
@@ -1019,14 +1039,25 @@ ASTC_ENC_OUTLINE void astc_enc_partitions(const astc_enc_block *blk, const astc_
 			part[y * blk->bw + x] = (uint8_t)astc_partition(s->seed, x, y, s->partitions, blk->n);
 }
 
-/* The decoded value of every channel of partition p at every weight 0..64. */
-ASTC_ENC_OUTLINE void astc_enc_lut(const astc_symbolic *s, int p, int srgb, uint8_t lut[4][65])
+/* The decoded value of one channel between endpoints e0 and e1 at the weights a texel can
+ * have: every weight 0..64, or on a full grid only the levels of weight range wr (without
+ * infill a texel's weight is one of them; the other entries are left unset). */
+KILN_HD void astc_enc_lut_channel(int e0, int e1, int srgb, int full, int wr, uint8_t *lut)
+{
+	int count = full ? astc_ranges[wr].levels : 65;
+	KILN_ROLLED for (int t = 0; t < count; t++) {
+		int w = full ? astc_weight_unquant[wr][t] : t;
+		lut[w] = (uint8_t)astc_enc_interp(e0, e1, w, srgb);
+	}
+}
+
+/* The decoded value of every channel of partition p (astc_enc_lut_channel). */
+ASTC_ENC_OUTLINE void astc_enc_lut(const astc_symbolic *s, int p, int srgb, int full, uint8_t lut[4][65])
 {
 	int e0[4], e1[4];
 	astc_enc_decoded_endpoints(s, p, e0, e1);
 	for (int k = 0; k < 4; k++)
-		KILN_ROLLED for (int w = 0; w <= 64; w++)
-			lut[k][w] = (uint8_t)astc_enc_interp(e0[k], e1[k], w, srgb);
+		astc_enc_lut_channel(e0[k], e1[k], srgb, full, s->mode.wrange, lut[k]);
 }
 
 /* Squared error of texel i under the tables of its partition. */
@@ -1074,7 +1105,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 		astc_enc_infill(g, n, gq[pl], W[pl]);
 	}
 	KILN_ROLLED for (int p = 0; p < parts; p++) {
-		astc_enc_lut(s, p, blk->srgb, lut[p]);
+		astc_enc_lut(s, p, blk->srgb, g->full, lut[p]);
 		astc_enc_decoded_endpoints(s, p, cur[p][0], cur[p][1]);
 	}
 	uint32_t total = 0;
@@ -1149,13 +1180,14 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						if (ne[0][k] != cur[p][0][k] || ne[1][k] != cur[p][1][k])
 							ch |= 1 << k;
 					int64_t delta = 0;
-					KILN_ROLLED for (int i = 0; i < n && ch; i++) {
-						if (part[i] != p)
+					for (int k = 0; k < 4; k++) {
+						if (!((ch >> k) & 1))
 							continue;
-						for (int k = 0; k < 4; k++) {
-							if (!((ch >> k) & 1))
+						const uint8_t *wk = k == ccs ? W[1] : W[0];
+						KILN_ROLLED for (int i = 0; i < n; i++) {
+							if (part[i] != p)
 								continue;
-							int w = k == ccs ? W[1][i] : W[0][i];
+							int w = wk[i];
 							int d1 = astc_enc_interp(ne[0][k], ne[1][k], w, blk->srgb) - (int)blk->px[i][k];
 							int d0 = (int)lut[p][k][w] - (int)blk->px[i][k];
 							delta += d1 * d1 - d0 * d0;
@@ -1166,8 +1198,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 							cur[p][0][k] = ne[0][k];
 							cur[p][1][k] = ne[1][k];
 							if ((ch >> k) & 1)
-								KILN_ROLLED for (int w = 0; w <= 64; w++)
-									lut[p][k][w] = (uint8_t)astc_enc_interp(ne[0][k], ne[1][k], w, blk->srgb);
+								astc_enc_lut_channel(ne[0][k], ne[1][k], blk->srgb, g->full, wr, lut[p][k]);
 						}
 						KILN_ROLLED for (int i = 0; i < n; i++)
 							if (part[i] == p)
@@ -1454,7 +1485,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			continue;
 		const astc_enc_grid *gr = &ctx->grids[g];
 		int ng = gr->w * gr->h;
-		if (ef->grid_share && ng * ef->grid_share < n)
+		if (ef->grid_share && ng * ef->grid_share * parts < n)
 			continue;
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
@@ -1543,6 +1574,10 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 	int list[ASTC_ENC_SHORTLIST], kinds[ASTC_ENC_SHORTLIST], have = 0;
 	uint32_t errs[ASTC_ENC_SHORTLIST];
 	astc_symbolic cand;
+	/* with one candidate kept and no refinement rounds, encoding it again would give the
+	 * same encoding and error: it is kept from the first encoding instead */
+	astc_symbolic kept;
+	int reuse = keep == 1 && ef->iterations == 0;
 	int modes[ASTC_ENC_MAX_CAND];
 	int line_ep[4][2][4];
 	astc_enc_line_endpoints(blk, fit, line_ep);
@@ -1575,11 +1610,20 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 		errs[at] = e;
 		if (have < keep)
 			have++;
+		/* an entry is an encoding that ran to its end (its error is below the limit) */
+		if (reuse)
+			kept = cand;
 	}
 	KILN_ROLLED for (int t = 0; t < have; t++) {
 		const astc_enc_mode *md = &ctx->modes[list[t]];
-		uint32_t e = astc_enc_try_mode(ctx, blk, fit, line_ep, md, seed, ef->iterations, ef->grid_steps,
-					       UINT32_MAX, &kinds[t], &cand, &memo);
+		uint32_t e;
+		if (reuse) {
+			e = errs[t];
+			cand = kept;
+		} else {
+			e = astc_enc_try_mode(ctx, blk, fit, line_ep, md, seed, ef->iterations, ef->grid_steps, UINT32_MAX,
+					      &kinds[t], &cand, &memo);
+		}
 		if (e == UINT32_MAX)
 			continue;
 		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], &cand, e, ef->passes);
@@ -1682,7 +1726,12 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 				order[b] = order[b - 1];
 				order[b - 1] = t;
 			}
-		KILN_ROLLED for (int t = 0; t < ef->dual_tries && *best_err > 0; t++) {
+		uint32_t rmax = fit.resid[order[0]];
+		int tries = ef->dual_tries;
+		if ((ef->dual_rgate && rmax <= (uint32_t)(ef->dual_rgate * n)) ||
+		    (ef->dual_rfrac && (uint64_t)rmax * ef->dual_rfrac <= *best_err))
+			tries = 0;
+		KILN_ROLLED for (int t = 0; t < tries && *best_err > 0; t++) {
 			if (fit.resid[order[t]] == 0)
 				break;
 			f1->ccs = order[t];
@@ -1694,6 +1743,10 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 		/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
 		 * the residual of a line fit per partition; the best few searched in full */
 		int tries = ef->p2_tries, full = ef->p2_full;
+		uint32_t rsum = fit.resid[0] + fit.resid[1] + fit.resid[2] + fit.resid[3];
+		if ((ef->p2_rgate && rsum <= (uint32_t)(ef->p2_rgate * n)) ||
+		    (ef->p2_rfrac && (uint64_t)rsum * ef->p2_rfrac <= *best_err))
+			tries = 0;
 		if (tries > 0 && *best_err > (uint32_t)(ef->p2_gate * n)) {
 			uint64_t labels[3];
 			astc_enc_two_means(blk, &fit, labels);
