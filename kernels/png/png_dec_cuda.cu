@@ -64,22 +64,24 @@ struct pd_file {
 	// One stream in parallel (files without kiSt strips, png_inflate_par.h): candidates
 	// (bit offsets); the entries, and indexed by entry the counted and the decoded pieces,
 	// the chain's offsets and probes; the chain in order; the 16-bit symbols at their
-	// stream offsets; par_state: candidates found, entries, pieces in the chain, and 1
-	// when the zlib header was refused.
-	uint32_t par, cand_cap, ent_cap, spacing;
+	// stream offsets; the slots of the count (kiln_infl_slot's scale and pad); par_state:
+	// candidates found, entries, pieces in the chain, and 1 when the zlib header was
+	// refused.
+	uint32_t par, cand_cap, ent_cap, spacing, slot_scale, slot_pad;
 	uint64_t *cand, *seg_base;
 	kiln_infl_entry *ent;
 	kiln_infl_seg *seg, *dec;
 	uint32_t *order, *skip, *par_state;
-	uint16_t *sym;
+	uint16_t *sym, *slots;
 };
 
 struct pd_globals {
 	uint32_t band_ticket;
-	uint32_t items[2]; // work items: entries (probe and count passes), the chains' pieces
+	uint32_t items[3]; // work items: entries (probe and count passes), pieces decoded again,
+			   // pieces placed from their slots
 	uint32_t taken[3]; // items taken so far by the probe, count and decode passes
 	uint32_t surv;     // offsets that passed the cheap header test (pd_par_scan)
-	uint32_t pad[57];
+	uint32_t pad[56];
 };
 
 // ---- layout of d_temp ------------------------------------------------------------------
@@ -94,12 +96,13 @@ struct layout {
 	size_t progress;   // uint32 per band (zeroed)
 	size_t par_state;  // 4 uint32 per file (zeroed)
 	size_t zero_end;
-	size_t work;       // 2 x uint64 per entry slot: (file, entry) of the passes' items
+	size_t work;       // 3 x uint64 per entry: (file, entry) of the passes' items
 	size_t tables;     // kiln_inflate_tables per pool thread of the parallel inflate
 	size_t surv;       // uint64 per slot: (file, bit) offsets for the full header test
 	size_t data;       // per file zlib copies, filtered buffers, parallel-inflate state
 	size_t total;
 	uint64_t strips, bands, ents, pool, surv_cap;
+	uint32_t slot_scale, slot_pad; // the count's slots (png_inflate_par.h), for the batch
 };
 
 static uint32_t file_bands(const kiln_pngdec_info *in) { return (in->height + BAND - 1) / BAND; }
@@ -137,14 +140,25 @@ static uint32_t par_ent_cap(const kiln_pngdec_info *in)
 	return par_cand_cap(in) + (uint32_t)(8 * in->zlib_size / PAR_SPACING_MIN) + 1;
 }
 
+// Symbols of a parallel-inflate file's slots (kiln_infl_slot) at the given scale and pad.
+static size_t par_slot_syms(const kiln_pngdec_info *in, uint32_t scale, uint32_t pad)
+{
+	return (size_t)((8 * (uint64_t)(in->zlib_size - 2) * scale >> 8) + (uint64_t)par_ent_cap(in) * pad);
+}
+
 // Bytes of a parallel-inflate file's state (after its filtered buffer).
-static size_t par_bytes(const kiln_pngdec_info *in)
+static size_t par_bytes(const kiln_pngdec_info *in, uint32_t scale, uint32_t pad)
 {
 	size_t c = par_cand_cap(in), e = par_ent_cap(in);
 	return align256(c * 8) + align256(e * sizeof(kiln_infl_entry)) + align256(e * 8) +
 	       align256(e * sizeof(kiln_infl_seg)) * 2 + align256(e * 4) * 2 +
-	       align256((size_t)in->filtered_size * 2 + 16);
+	       align256((size_t)in->filtered_size * 2 + 16) + align256(par_slot_syms(in, scale, pad) * 2 + 16);
 }
+
+// The count's slots of a batch take at most this many bytes (18 per stream byte at full
+// scale: 350 MB for 32 Kodak files); past it they shrink, and the pieces that no longer
+// fit are decoded again (step 4), as all were before there were slots.
+#define PAR_SLOT_BUDGET ((uint64_t)1 << 30)
 
 static unsigned sm_count(void);
 
@@ -154,6 +168,16 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 	l->bands = 0;
 	l->ents = 0;
 	l->surv_cap = 0;
+	uint64_t slot_bytes = 0;
+	for (size_t i = 0; i < count; i++)
+		if (files[i].info.gpu_ok && files[i].info.strips == 1)
+			slot_bytes += 2 * par_slot_syms(&files[i].info, KILN_INFL_SLOT_SCALE, KILN_INFL_SLOT_PAD);
+	l->slot_scale = KILN_INFL_SLOT_SCALE;
+	l->slot_pad = KILN_INFL_SLOT_PAD;
+	if (slot_bytes > PAR_SLOT_BUDGET) {
+		l->slot_scale = (uint32_t)(KILN_INFL_SLOT_SCALE * PAR_SLOT_BUDGET / slot_bytes);
+		l->slot_pad = (uint32_t)(KILN_INFL_SLOT_PAD * PAR_SLOT_BUDGET / slot_bytes);
+	}
 	size_t data = 0;
 	for (size_t i = 0; i < count; i++) {
 		const kiln_pngdec_info *in = &files[i].info;
@@ -167,7 +191,7 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 		if (in->strips == 1) {
 			l->ents += par_ent_cap(in);
 			l->surv_cap += in->zlib_size / 8 + 64; // Kodak streams: 1 in 1,100 offsets
-			data += par_bytes(in);
+			data += par_bytes(in, l->slot_scale, l->slot_pad);
 		}
 	}
 	// Pool threads of the passes (PAR_LANES a warp): enough for every entry at once, at
@@ -182,7 +206,7 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 	l->par_state = l->progress + align256((size_t)l->bands * 4);
 	l->zero_end = l->par_state + align256(count * 16);
 	l->work = l->zero_end;
-	l->tables = l->work + align256((size_t)l->ents * 16);
+	l->tables = l->work + align256((size_t)l->ents * 24);
 	l->surv = l->tables + align256((size_t)l->pool * sizeof(kiln_inflate_tables));
 	if (l->surv_cap > 0xFFFFFFFFu)
 		l->surv_cap = 0xFFFFFFFFu;
@@ -956,56 +980,66 @@ pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const ui
 // ---- files without strips: one stream in parallel (png_inflate_par.h) -----------------
 // par_state[3] says the zlib header was refused (the verdict is already in strip_res).
 
-// 2a. Candidates, in two steps: a thread per byte of the streams (grid.y: the file) tests
-// the cheap half of the header test at its 8 bits (kiln_infl_header_shape) and appends the
-// offsets that pass (0.1 % of Kodak streams') to one list, (file, bit); then threads of a grid take
-// them in turn for the full test. In one step (the full test at every bit) the warps ran
-// the deep test for a lane or two while the rest waited: 6.1 ms for 32 Kodak files.
+// 2a. Candidates, in two steps: threads of a grid (grid.y: the file) take a byte of the
+// stream each in turn and test the cheap half of the header test at its 8 bits
+// (kiln_infl_header_shape, its look-up table in shared memory) and append the offsets
+// that pass (0.1 % of Kodak streams') to one list, (file, bit); then threads of a grid
+// take them in turn for the full test. In one step (the full test at every bit) the warps
+// ran the deep test for a lane or two while the rest waited: 6.1 ms for 32 Kodak files.
 // A full list drops the rest (fewer candidates: longer pieces, the same bytes).
 __global__ void __launch_bounds__(256) pd_par_scan(const pd_file *files, const uint32_t *status, pd_globals *g,
 						  uint64_t *surv, uint32_t surv_cap)
 {
+	__shared__ uint16_t kraft3[512];
 	uint32_t fi = blockIdx.y;
 	const pd_file *f = &files[fi];
 	if (!f->par || status[fi] != ST_OK)
 		return;
-	uint64_t byte = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (threadIdx.x == 0)
+		kiln_infl_kraft3_init(kraft3);
+	__syncthreads();
 	size_t len = (size_t)f->zlib_size - 2;
-	uint32_t hits = 0; // bit k: offset 8 * byte + k passes
-	if (byte < len) {
-		const uint8_t *in = f->zlib + 2;
-		uint64_t lo = 0, mid = 0, hi = 0;
-		for (int i = 16; i >= 0; i--) {
-			uint64_t v = byte + (uint64_t)i < len ? in[byte + i] : 0u;
-			if (i == 16)
-				hi = v;
-			else if (i >= 8)
-				mid = mid << 8 | v;
-			else
-				lo = lo << 8 | v;
+	const uint8_t *in = f->zlib + 2;
+	uint32_t lane = threadIdx.x & 31;
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+	// a warp's lanes take 32 bytes in a row, so the loop's condition is the warp's
+	for (uint64_t first = (uint64_t)blockIdx.x * blockDim.x + (threadIdx.x - lane); first < len; first += stride) {
+		uint64_t byte = first + lane;
+		uint32_t hits = 0; // bit k: offset 8 * byte + k passes
+		if (byte < len) {
+			uint64_t lo = 0, mid = 0, hi = 0;
+			for (int i = 16; i >= 0; i--) {
+				uint64_t v = byte + (uint64_t)i < len ? in[byte + i] : 0u;
+				if (i == 16)
+					hi = v;
+				else if (i >= 8)
+					mid = mid << 8 | v;
+				else
+					lo = lo << 8 | v;
+			}
+			for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++) {
+				uint64_t w0 = k ? lo >> k | mid << (64 - k) : lo;
+				uint64_t w1 = k ? mid >> k | hi << (64 - k) : mid;
+				hits |= (uint32_t)kiln_infl_header_shape(w0, w1, kraft3) << k;
+			}
 		}
-		for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++) {
-			uint64_t w0 = k ? lo >> k | mid << (64 - k) : lo;
-			uint64_t w1 = k ? mid >> k | hi << (64 - k) : mid;
-			hits |= (uint32_t)kiln_infl_header_shape(w0, w1) << k;
+		uint32_t n = __popc(hits);
+		uint32_t incl = n; // the warp's offsets before this lane (an inclusive scan, then less n)
+		for (uint32_t d = 1; d < 32; d <<= 1) {
+			uint32_t v = __shfl_up_sync(FULL_MASK, incl, d);
+			incl += lane >= d ? v : 0u;
 		}
+		uint32_t total = __shfl_sync(FULL_MASK, incl, 31), at = 0;
+		if (lane == 31 && total > 0)
+			at = atomicAdd(&g->surv, total);
+		at = __shfl_sync(FULL_MASK, at, 31) + incl - n;
+		for (uint32_t k = 0; k < 8; k++)
+			if ((hits >> k) & 1u) {
+				if (at < surv_cap)
+					surv[at] = (uint64_t)fi << 40 | (8 * byte + k);
+				at++;
+			}
 	}
-	uint32_t lane = threadIdx.x & 31, n = __popc(hits);
-	uint32_t incl = n; // the warp's offsets before this lane (an inclusive scan, then less n)
-	for (uint32_t d = 1; d < 32; d <<= 1) {
-		uint32_t v = __shfl_up_sync(FULL_MASK, incl, d);
-		incl += lane >= d ? v : 0u;
-	}
-	uint32_t total = __shfl_sync(FULL_MASK, incl, 31), at = 0;
-	if (lane == 31 && total > 0)
-		at = atomicAdd(&g->surv, total);
-	at = __shfl_sync(FULL_MASK, at, 31) + incl - n;
-	for (uint32_t k = 0; k < 8; k++)
-		if ((hits >> k) & 1u) {
-			if (at < surv_cap)
-				surv[at] = (uint64_t)fi << 40 | (8 * byte + k);
-			at++;
-		}
 }
 
 __global__ void __launch_bounds__(256) pd_par_verify(const pd_file *files, const pd_globals *g, const uint64_t *surv,
@@ -1066,8 +1100,11 @@ __global__ void pd_par_prep(const pd_file *files, uint32_t count, const uint32_t
 		work[w + i] = (uint64_t)fi << 32 | i;
 }
 
-// 2c/2d/2f. The probe (pass 0), count (1) and decode (2) passes: pool threads (`lanes` of
-// each warp) take (file, entry) items in turn. Tables in shared memory instead of device
+// 2c/2d/2g. The probe (pass 0), count (1) and decode (2) passes: pool threads (`lanes` of
+// each warp) take (file, entry) items in turn. The count writes each entry's symbols to
+// its slot, from where most pieces of the chain are placed (pd_par_place); the decode
+// pass decodes only the rest again (before slots, every piece was decoded twice: count
+// 3.1 ms and decode 5.3 ms for 32 Kodak files). Tables in shared memory instead of device
 // memory (L1 hits, 98%) gained nothing.
 enum { PASS_PROBE, PASS_COUNT, PASS_DECODE };
 __global__ void __launch_bounds__(32) pd_par_pass(const pd_file *files, pd_globals *g, const uint64_t *work,
@@ -1088,28 +1125,105 @@ __global__ void __launch_bounds__(32) pd_par_pass(const pd_file *files, pd_globa
 		size_t len = (size_t)f->zlib_size - 2;
 		if (pass == PASS_PROBE)
 			kiln_infl_probe(t, in, len, f->ent, n, i);
-		else if (pass == PASS_COUNT)
-			kiln_infl_piece(t, in, len, f->ent, n, i, 0, NULL, KILN_INFL_BASE_UNKNOWN, f->filtered_size,
-					&f->seg[i]);
-		else
-			kiln_infl_piece(t, in, len, f->ent, n, i, f->skip[i], f->sym + f->seg_base[i], f->seg_base[i],
-					f->filtered_size, &f->dec[i]);
+		else if (pass == PASS_COUNT) {
+			size_t wcap;
+			uint64_t at = kiln_infl_slot(f->ent, n, i, len, f->slot_scale, f->slot_pad, &wcap);
+			kiln_infl_piece(t, in, len, f->ent, n, i, 0, f->slots + at, wcap, KILN_INFL_BASE_UNKNOWN,
+					f->filtered_size, &f->seg[i]);
+		} else {
+			kiln_infl_piece(t, in, len, f->ent, n, i, f->skip[i], f->sym + f->seg_base[i], SIZE_MAX,
+					f->seg_base[i], f->filtered_size, &f->dec[i]);
+		}
 	}
 }
 
-// 2e. A thread per file: the chain, and the decode pass's items.
+// 2e. A thread per file: the chain; its pieces that can be placed from their slots
+// (their results then are the count's less the symbols before the probe they are entered
+// at), and the others, which the decode pass decodes again.
+__device__ bool par_placeable(const pd_file *f, uint32_t n, uint32_t c)
+{
+	size_t wcap;
+	kiln_infl_slot(f->ent, n, c, (size_t)f->zlib_size - 2, f->slot_scale, f->slot_pad, &wcap);
+	return kiln_infl_placeable(f->ent, f->seg, c, f->skip[c], f->seg_base[c], f->filtered_size, wcap);
+}
+
 __global__ void pd_par_chain(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
-			     uint64_t *work)
+			     uint64_t *redo, uint64_t *place)
 {
 	uint32_t fi = blockIdx.x * blockDim.x + threadIdx.x;
 	const pd_file *f = par_file(files, count, status, fi);
 	if (!f)
 		return;
-	uint32_t k = kiln_infl_chain(f->seg, f->ent, f->par_state[1], f->filtered_size, f->order, f->seg_base, f->skip);
+	uint32_t n = f->par_state[1];
+	uint32_t k = kiln_infl_chain(f->seg, f->ent, n, f->filtered_size, f->order, f->seg_base, f->skip);
 	f->par_state[2] = k;
-	uint32_t w = atomicAdd(&g->items[1], k);
+	uint32_t placed = 0;
 	for (uint32_t i = 0; i < k; i++)
-		work[w + i] = (uint64_t)fi << 32 | f->order[i];
+		placed += par_placeable(f, n, f->order[i]);
+	uint32_t p = atomicAdd(&g->items[2], placed), r = atomicAdd(&g->items[1], k - placed);
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t c = f->order[i];
+		if (par_placeable(f, n, c)) {
+			f->dec[c] = f->seg[c];
+			f->dec[c].out_len -= kiln_infl_before(f->ent, c, f->skip[c]);
+			place[p++] = (uint64_t)fi << 32 | c;
+		} else {
+			redo[r++] = (uint64_t)fi << 32 | c;
+		}
+	}
+}
+
+// 2f. A CTA per placed piece in turn: its symbols from its slot to their stream offsets,
+// as the decode from its probe writes them (kiln_infl_unslot). References into the first
+// symbols resolve by pointer jumping over those (each round a symbol takes its target's
+// value; chains halve), the rest in one step. A piece near the stream's start whose
+// markers name bytes before it joins the decode pass (which fails it where the serial
+// inflater does).
+__global__ void __launch_bounds__(256) pd_par_place(const pd_file *files, pd_globals *g, const uint64_t *place,
+						   uint64_t *redo)
+{
+	uint32_t items = g->items[2], tid = threadIdx.x, nt = blockDim.x;
+	for (uint32_t it = blockIdx.x; it < items; it += gridDim.x) {
+		uint64_t w = place[it];
+		const pd_file *f = &files[w >> 32];
+		uint32_t c = (uint32_t)w, n = f->par_state[1];
+		size_t wcap;
+		const uint16_t *slot =
+			f->slots + kiln_infl_slot(f->ent, n, c, (size_t)f->zlib_size - 2, f->slot_scale, f->slot_pad, &wcap);
+		uint32_t before = kiln_infl_before(f->ent, c, f->skip[c]);
+		uint64_t base = f->seg_base[c], m = f->seg[c].out_len, refs = kiln_infl_refs(f->ent, c);
+		uint64_t r_end = refs < m ? refs : m;
+		uint16_t *out = f->sym + base; // slot symbol x >= before goes to out[x - before]
+		for (uint64_t x = before + tid; x < r_end; x += nt)
+			out[x - before] = kiln_infl_unslot(slot[x], before);
+		int more = 1;
+		while (__syncthreads_or(more)) {
+			more = 0;
+			for (uint64_t x = before + tid; x < r_end; x += nt) {
+				uint16_t v = out[x - before];
+				if (v >= KILN_INFL_REF0) {
+					v = out[v - KILN_INFL_REF0 - before];
+					out[x - before] = v;
+					more |= v >= KILN_INFL_REF0;
+				}
+			}
+		}
+		int early = 0;
+		for (uint64_t x = before + tid; x < m; x += nt) {
+			uint16_t v;
+			if (x < r_end) {
+				v = out[x - before];
+			} else {
+				v = kiln_infl_unslot(slot[x], before);
+				if (v >= KILN_INFL_REF0)
+					v = out[v - KILN_INFL_REF0 - before];
+				out[x - before] = v;
+			}
+			early |= kiln_infl_before_start(v, base);
+		}
+		if (__syncthreads_or(early) && tid == 0)
+			redo[atomicAdd(&g->items[1], 1u)] = w;
+	}
 }
 
 // 2g. A CTA per file: the verdict, the markers resolved piece after piece (a piece's bytes
@@ -1598,6 +1712,10 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 				data += align256((size_t)e * 4);
 				d->sym = (uint16_t *)(base + data);
 				data += align256((size_t)in->filtered_size * 2 + 16);
+				d->slot_scale = l.slot_scale;
+				d->slot_pad = l.slot_pad;
+				d->slots = (uint16_t *)(base + data);
+				data += align256(par_slot_syms(in, l.slot_scale, l.slot_pad) * 2 + 16);
 				par_files += d->par;
 				if (d->par && in->zlib_size - 2 > par_bytes_max)
 					par_bytes_max = in->zlib_size - 2;
@@ -1626,20 +1744,23 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 											      d_status, flags);
 	if (par_files > 0) {
 		pd_globals *gl = (pd_globals *)(base + l.globals);
-		uint64_t *work = (uint64_t *)(base + l.work), *work2 = work + l.ents;
+		uint64_t *work = (uint64_t *)(base + l.work), *redo = work + l.ents, *place = redo + l.ents;
 		kiln_inflate_tables *tabs = (kiln_inflate_tables *)(base + l.tables);
 		uint32_t lanes = par_lanes(g_debug);
 		uint64_t workers = l.pool < (uint64_t)sm_count() * 32 * lanes ? l.pool : (uint64_t)sm_count() * 32 * lanes;
 		unsigned pool = (unsigned)((workers + lanes - 1) / lanes);
-		dim3 sg((unsigned)((par_bytes_max + 255) / 256) + 1, c32);
+		// scan: about 8 CTAs of 256 threads per SM in all (each builds its look-up table)
+		unsigned scan_x = (unsigned)((par_bytes_max + 255) / 256) + 1, scan_cap = sm_count() * 8 / c32 + 1;
+		dim3 sg(scan_x < scan_cap ? scan_x : scan_cap, c32);
 		uint64_t *surv = (uint64_t *)(base + l.surv);
 		pd_par_scan<<<sg, 256, 0, s>>>(d_files, d_status, gl, surv, (uint32_t)l.surv_cap);
 		pd_par_verify<<<sm_count() * 8, 256, 0, s>>>(d_files, gl, surv, (uint32_t)l.surv_cap);
 		pd_par_prep<<<(c32 + 127) / 128, 128, 0, s>>>(d_files, c32, d_status, gl, work);
 		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work, tabs, PASS_PROBE, lanes);
 		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work, tabs, PASS_COUNT, lanes);
-		pd_par_chain<<<(c32 + 127) / 128, 128, 0, s>>>(d_files, c32, d_status, gl, work2);
-		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work2, tabs, PASS_DECODE, lanes);
+		pd_par_chain<<<(c32 + 127) / 128, 128, 0, s>>>(d_files, c32, d_status, gl, redo, place);
+		pd_par_place<<<sm_count() * 8, 256, 0, s>>>(d_files, gl, place, redo);
+		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, redo, tabs, PASS_DECODE, lanes);
 		pd_par_resolve<<<c32, 1024, 0, s>>>(d_files, d_status);
 	}
 	if (timed)

@@ -48,6 +48,12 @@
 #define KILN_INFL_WINDOW 32768u
 /* A 16-bit output symbol: < 256 a byte; 256 + w the byte at piece start - 32768 + w. */
 #define KILN_INFL_MARK(w) ((uint16_t)(256u + (w)))
+/* In a slot (step 2): KILN_INFL_REF(r), the slot's symbol r, written where a match reads
+ * one of the first symbols of a mid entry's decode, which are the true decode's only from
+ * the probe the chain later enters the piece at (kiln_infl_unslot). */
+#define KILN_INFL_REF0 (256u + KILN_INFL_WINDOW)
+#define KILN_INFL_REF(r) ((uint16_t)(KILN_INFL_REF0 + (r)))
+#define KILN_INFL_REFS_MAX (65536u - KILN_INFL_REF0)
 /* A piece's output offset before the chain gives it one (step 2). */
 #define KILN_INFL_BASE_UNKNOWN UINT64_MAX
 #define KILN_INFL_NO_STOP 0xFFFFFFFFu
@@ -71,6 +77,11 @@
  * fallback). */
 #define KILN_INFL_ROAM 32768u
 #define KILN_INFL_GAVE_UP 200
+/* Slots of step 2 (kiln_infl_slot): a symbol per stream bit (8 per byte: Kodak streams
+ * inflate 1.8x, 5.4x at the 99.9th percentile of 4 KiB windows, 18.6x at most) and 512
+ * more per entry; a piece that does not fit is decoded again in step 4. */
+#define KILN_INFL_SLOT_SCALE 256u
+#define KILN_INFL_SLOT_PAD 512u
 
 /* An entry point (step 1). A header entry has src == its own index. */
 typedef struct kiln_infl_entry {
@@ -106,20 +117,35 @@ KILN_HD void kiln_bits_init_at(kiln_bits *b, const uint8_t *in, size_t len, uint
 	kiln_bits_drop(b, (uint32_t)(bit & 7u));
 }
 
+/* The Kraft sums of three code-length-code lengths (9 bits, the first length lowest):
+ * the sum of 128 >> l over the lengths l that are not 0 (kiln_infl_header_shape). */
+KILN_HD void kiln_infl_kraft3_init(uint16_t *kraft3)
+{
+	for (uint32_t v = 0; v < 512; v++) {
+		uint32_t sum = 0;
+		for (uint32_t i = 0; i < 3; i++) {
+			uint32_t l = (v >> (3 * i)) & 7u;
+			sum += l ? 128u >> l : 0u;
+		}
+		kraft3[v] = (uint16_t)sum;
+	}
+}
+
 /* The cheap half of kiln_infl_block_start's test on the 128 stream bits from an offset
  * (w0 first): BTYPE 2, HLIT <= 286, HDIST <= 30 and a complete code-length code. Passed by
- * about 0.1 % of the bit offsets of Kodak streams; the GPU's scan tests the rest only there. */
-KILN_HD int kiln_infl_header_shape(uint64_t w0, uint64_t w1)
+ * about 0.1 % of the bit offsets of Kodak streams; the GPU's scan tests the rest only there.
+ * Without branches, and the code-length code's Kraft sum in 7 look-ups of 3 lengths
+ * (kraft3: kiln_infl_kraft3_init; unused lengths masked to 0): the scan runs it at every
+ * bit offset, where a loop over the lengths (for the quarter of offsets with BTYPE 2) kept
+ * the other lanes of a warp waiting. */
+KILN_HD int kiln_infl_header_shape(uint64_t w0, uint64_t w1, const uint16_t *kraft3)
 {
-	if (((w0 >> 1) & 3u) != 2u || ((w0 >> 3) & 31u) > 29u || ((w0 >> 8) & 31u) > 29u)
-		return 0;
-	uint32_t hclen = (uint32_t)((w0 >> 13) & 15u) + 4, kraft = 0;
-	for (uint32_t i = 0, at = 17; i < hclen; i++, at += 3) {
-		uint64_t v = at < 64 ? w0 >> at | (at > 61 ? w1 << (64 - at) : 0) : w1 >> (at - 64);
-		uint32_t l = (uint32_t)(v & 7u);
-		kraft += l ? 128u >> l : 0u;
-	}
-	return kraft == 128;
+	uint32_t hclen = (uint32_t)((w0 >> 13) & 15u) + 4; /* at most 19: 57 bits of lengths */
+	uint64_t lens = (w0 >> 17 | w1 << 47) & ((1ull << (3 * hclen)) - 1u);
+	uint32_t kraft = 0;
+	for (uint32_t g = 0; g < 7; g++)
+		kraft += kraft3[(lens >> (9 * g)) & 511u];
+	return (((w0 >> 1) & 3u) == 2u) & (((w0 >> 3) & 31u) <= 29u) & (((w0 >> 8) & 31u) <= 29u) & (kraft == 128u);
 }
 
 /* 1 when a dynamic-Huffman block header that kiln_infl_dynamic accepts starts at bit `bit`
@@ -186,24 +212,36 @@ KILN_HD int kiln_infl_block_start(const uint8_t *in, size_t len, uint64_t bit, u
 	return 1;
 }
 
-/* The symbol dist back from out[s]: a marker when that is before the piece (a match
- * copies markers as they are). */
-KILN_HD uint16_t kiln_infl_back16(const uint16_t *out, size_t s, uint32_t dist)
+/* Where a piece's symbols go: out[0, wcap) (out NULL: counted only; symbols past wcap are
+ * counted, not written); a match that reads one of the first `refs` symbols writes a
+ * reference to it (KILN_INFL_REF) instead of its value. */
+typedef struct kiln_infl_sink {
+	uint16_t *out;
+	size_t wcap;
+	uint32_t refs;
+} kiln_infl_sink;
+
+/* The symbol dist back from out[s]: a marker when that is before the piece, a reference
+ * when it is one of the first `refs` (a match copies markers and references as they are). */
+KILN_HD uint16_t kiln_infl_back16(const uint16_t *out, size_t s, uint32_t dist, uint32_t refs)
 {
-	return s >= dist ? out[s - dist] : KILN_INFL_MARK(KILN_INFL_WINDOW - (dist - s));
+	if (s < dist)
+		return KILN_INFL_MARK(KILN_INFL_WINDOW - (dist - s));
+	return s - dist < refs ? KILN_INFL_REF(s - dist) : out[s - dist];
 }
 
-/* The Huffman data of one block into out[*opos, cap) as 16-bit symbols (out NULL: only
- * counted), up to the end-of-block code, an error, or the first symbol boundary at or past
+/* The Huffman data of one block into the sink k from *opos, with at most cap symbols in
+ * all, as 16-bit symbols, up to the end-of-block code, an error, or the first symbol boundary at or past
  * stream bit `lim` (KILN_INFL_PAUSE; called again, it goes on). base is the piece's output
  * offset in the stream (KILN_INFL_BASE_UNKNOWN while counting): a match that reaches
  * before the stream's start is then KILN_INFL_ERR_DISTANCE, as kiln_infl_huffman says;
  * one that reaches before the piece copies markers. The loop is kiln_infl_huffman's, for
  * 16-bit symbols. */
-KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, uint16_t *out, size_t *opos,
-				size_t cap, uint64_t base, uint64_t lim)
+KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, const kiln_infl_sink *k,
+				size_t *opos, size_t cap, uint64_t base, uint64_t lim)
 {
-	size_t o = *opos;
+	uint16_t *out = k->out;
+	size_t o = *opos, wcap = k->wcap;
 	int rc = KILN_INFL_OK;
 	for (;;) {
 		if (b->count < 48)
@@ -223,7 +261,7 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, uint
 				rc = KILN_INFL_OUTPUT_FULL;
 				break;
 			}
-			if (out)
+			if (out && o < wcap)
 				out[o] = (uint16_t)(e >> 16);
 			o++;
 			if (kiln_bits_position(b) >= lim) {
@@ -237,7 +275,7 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, uint
 					rc = KILN_INFL_OUTPUT_FULL;
 					break;
 				}
-				if (out)
+				if (out && o < wcap)
 					out[o] = (uint16_t)(e >> 16);
 				o++;
 				continue;
@@ -265,9 +303,11 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, uint
 			break;
 		}
 		size_t n = len < cap - o ? len : cap - o;
-		if (out)
-			for (size_t i = 0; i < n; i++)
-				out[o + i] = kiln_infl_back16(out, o + i, dist);
+		if (out) {
+			size_t w = o >= wcap ? 0 : n < wcap - o ? n : wcap - o;
+			for (size_t i = 0; i < w; i++)
+				out[o + i] = kiln_infl_back16(out, o + i, dist, k->refs);
+		}
 		o += n;
 		if (n < len) {
 			rc = KILN_INFL_OUTPUT_FULL;
@@ -278,17 +318,19 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, uint
 	return rc;
 }
 
-/* A stored block's len bytes into out[*opos, cap) as symbols (out NULL: counted), with
- * kiln_infl_stored's checks in its order. */
-KILN_HD int kiln_infl_stored16(kiln_bits *b, uint32_t len, uint16_t *out, size_t *opos, size_t cap)
+/* A stored block's len bytes into the sink k from *opos, with at most cap symbols in all,
+ * with kiln_infl_stored's checks in its order. */
+KILN_HD int kiln_infl_stored16(kiln_bits *b, uint32_t len, const kiln_infl_sink *k, size_t *opos, size_t cap)
 {
+	uint16_t *out = k->out;
+	size_t wcap = k->wcap;
 	size_t o = *opos;
 	while (len > 0 && b->count >= 8) {
 		if (o >= cap) {
 			*opos = o;
 			return KILN_INFL_OUTPUT_FULL;
 		}
-		if (out)
+		if (out && o < wcap)
 			out[o] = (uint16_t)(b->buf & 0xFFu);
 		o++;
 		kiln_bits_drop(b, 8);
@@ -305,7 +347,7 @@ KILN_HD int kiln_infl_stored16(kiln_bits *b, uint32_t len, uint16_t *out, size_t
 	size_t n = len < avail ? len : avail;
 	size_t m = n < cap - o ? n : cap - o;
 	if (out)
-		for (size_t i = 0; i < m; i++)
+		for (size_t i = 0; i < m && o + i < wcap; i++)
 			out[o + i] = b->in[b->pos + i];
 	*opos = o + m;
 	b->pos += m;
@@ -418,19 +460,32 @@ KILN_HD uint64_t kiln_infl_next_probe(const kiln_infl_entry *e, uint32_t n, uint
 	return UINT64_MAX;
 }
 
+/* The symbols of mid entry i's decode that a match may read before the chain says where
+ * the true decode enters it (its last probe's output; 0 for a header entry). */
+KILN_HD uint32_t kiln_infl_refs(const kiln_infl_entry *e, uint32_t i)
+{
+	const kiln_infl_entry *m = &e[i];
+	if (m->src == i || m->probes == 0)
+		return 0;
+	uint32_t last = m->cum[m->probes - 1];
+	return last < KILN_INFL_REFS_MAX ? last : KILN_INFL_REFS_MAX;
+}
+
 /* Steps 2 and 4: decodes the piece of entry i of e[0, n), from its probe `skip` (a header
- * entry: 0, its header), into out (NULL: count only) until it hands over to a later entry
- * (a block ends on a header entry, or the decode meets a mid entry's probe in the block
- * that entry assumes), the final block ends, or an error. total is the stream's output
- * limit (the filtered bytes); base the piece's output offset, or KILN_INFL_BASE_UNKNOWN
- * (counting: the limit is then total + KILN_INFL_SLACK). Per block, what kiln_inflate_raw
- * does. */
+ * entry: 0, its header), into out[0, wcap) (out NULL: count only; past wcap: counted)
+ * until it hands over to a later entry (a block ends on a header entry, or the decode
+ * meets a mid entry's probe in the block that entry assumes), the final block ends, or an
+ * error. total is the stream's output limit (the filtered bytes); base the piece's output
+ * offset, or KILN_INFL_BASE_UNKNOWN (step 2: the limit is then total + KILN_INFL_SLACK,
+ * and a mid entry's symbols go to its slot with references for its first ones,
+ * kiln_infl_unslot). Per block, what kiln_inflate_raw does. */
 KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t len, const kiln_infl_entry *e,
-			     uint32_t n, uint32_t i, uint32_t skip, uint16_t *out, uint64_t base, uint64_t total,
-			     kiln_infl_seg *r)
+			     uint32_t n, uint32_t i, uint32_t skip, uint16_t *out, size_t wcap, uint64_t base,
+			     uint64_t total, kiln_infl_seg *r)
 {
 	const kiln_infl_entry *me = &e[i];
 	const int from_mid = me->src != i; /* the entry is a mid entry */
+	const kiln_infl_sink sink = {out, wcap, base == KILN_INFL_BASE_UNKNOWN ? kiln_infl_refs(e, i) : 0};
 	int inside = from_mid;             /* the decode is inside a block */
 	uint64_t roam_end = UINT64_MAX;
 	uint64_t known = base == KILN_INFL_BASE_UNKNOWN ? 0 : base;
@@ -462,7 +517,7 @@ KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t l
 			if (rc != KILN_INFL_OK)
 				break;
 			if (btype == 0) {
-				rc = kiln_infl_stored16(&b, stored, out, &o, cap);
+				rc = kiln_infl_stored16(&b, stored, &sink, &o, cap);
 				goto block_end;
 			}
 		}
@@ -483,7 +538,7 @@ KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t l
 				r->probe = p;
 				goto done;
 			}
-			rc = kiln_infl_huffman16(t, &b, out, &o, cap, base, lim < roam_end ? lim : roam_end);
+			rc = kiln_infl_huffman16(t, &b, &sink, &o, cap, base, lim < roam_end ? lim : roam_end);
 			if (rc != KILN_INFL_PAUSE)
 				break;
 		}
@@ -537,6 +592,60 @@ KILN_HD uint32_t kiln_infl_chain(const kiln_infl_seg *seg, const kiln_infl_entry
 		i = next;
 	}
 	return k;
+}
+
+/* Step 2's slot of entry i of e[0, n) in a stream of len bytes: where its symbols start in
+ * the file's slot area, which holds (8 len scale / 256) + n pad symbols, and how many fit
+ * (*cap): scale / 256 per stream bit up to the next entry, and pad more (a piece goes on
+ * past the next entry to meet one of its probes). */
+KILN_HD uint64_t kiln_infl_slot(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len, uint32_t scale,
+				uint32_t pad, size_t *cap)
+{
+	uint64_t next = i + 1 < n ? e[i + 1].bit : 8 * (uint64_t)len;
+	uint64_t at = e[i].bit * scale >> 8, end = next * scale >> 8;
+	*cap = (size_t)(end - at + pad);
+	return at + (uint64_t)i * pad;
+}
+
+/* Symbols of piece c's count (step 2) that precede the probe s it is entered at. */
+KILN_HD uint32_t kiln_infl_before(const kiln_infl_entry *e, uint32_t c, uint32_t s)
+{
+	return e[c].src != c ? e[c].cum[s] : 0;
+}
+
+/* Step 4 without a second decode: 1 when piece c of the chain, entered at probe s at
+ * output offset base, has all the decode from there would write in its slot of wcap
+ * symbols: its count ended without error (an error is decoded again, for its exact
+ * position), every symbol fitted, none passes total, and the references cover the probe.
+ * The decode from probe s is the count's from there on, symbol for symbol. */
+KILN_HD int kiln_infl_placeable(const kiln_infl_entry *e, const kiln_infl_seg *seg, uint32_t c, uint32_t s,
+				uint64_t base, uint64_t total, size_t wcap)
+{
+	const kiln_infl_seg *g = &seg[c];
+	uint32_t before = kiln_infl_before(e, c, s);
+	return g->rc == KILN_INFL_OK && g->out_len <= wcap && before <= kiln_infl_refs(e, c) &&
+	       base + (g->out_len - before) <= total;
+}
+
+/* Step 4 from a slot: symbol v of a slot whose piece is entered after `before` of its
+ * symbols, as the decode from there writes it (markers counted from there), except that a
+ * reference to a symbol at or after the entry stays a reference (KILN_INFL_REF of its slot
+ * index): the caller reads that symbol, already placed, at index r - before. */
+KILN_HD uint16_t kiln_infl_unslot(uint16_t v, uint32_t before)
+{
+	if (v < 256u)
+		return v;
+	if (v < KILN_INFL_REF0)
+		return (uint16_t)(v - before);
+	uint32_t r = v - KILN_INFL_REF0;
+	return r < before ? KILN_INFL_MARK(KILN_INFL_WINDOW - before + r) : v;
+}
+
+/* 1 when a placed symbol of a piece at output offset base names a byte before the
+ * stream's start (the decode would have failed there: the piece is decoded again). */
+KILN_HD int kiln_infl_before_start(uint16_t v, uint64_t base)
+{
+	return v >= 256u && v < KILN_INFL_REF0 && base + (v - 256u) < KILN_INFL_WINDOW;
 }
 
 /* Step 6: the stream's result from the decoded pieces in chain order (dec[order[i]]):

@@ -27,13 +27,60 @@ typedef struct par_result {
 	int rc;
 	uint64_t out_len, used;
 	uint32_t candidates, entries, segments;
+	uint32_t placed; /* pieces of the chain taken from their slots */
 	int serial; /* the true decode gave up (KILN_INFL_GAVE_UP): inflated serially */
 } par_result;
 
+/* Step 4 as the GPU runs it for piece c of the chain (entered at probe s, at output offset
+ * base): its symbols from its slot when they are all there (kiln_infl_placeable; *dec then
+ * is the count's less the symbols before the probe), else decoded again from the probe;
+ * into sym + base. Returns 1 when placed. Placed, the same symbols as that decode:
+ * checked. */
+static int kiln_fuzz_par_place(kiln_inflate_tables *t, const uint8_t *in, size_t len, const kiln_infl_entry *e,
+			       uint32_t n, const kiln_infl_seg *seg, const uint16_t *slot, size_t wcap, uint32_t c,
+			       uint32_t s, uint64_t base, uint64_t total, uint16_t *sym, kiln_infl_seg *dec)
+{
+	uint32_t before = kiln_infl_before(e, c, s);
+	KILN_FUZZ_PAR_CHECK(seg[c].out_len >= before);
+	kiln_infl_seg again;
+	kiln_infl_piece(t, in, len, e, n, c, s, sym + base, SIZE_MAX, base, total, &again);
+	/* the same hand-over and length as counted, unless the limit cut it short */
+	if (again.rc == KILN_INFL_OK) {
+		KILN_FUZZ_PAR_CHECK(again.stop == seg[c].stop && again.probe == seg[c].probe);
+		KILN_FUZZ_PAR_CHECK(again.out_len == seg[c].out_len - before);
+	}
+	*dec = again;
+	if (!kiln_infl_placeable(e, seg, c, s, base, total, wcap))
+		return 0;
+	uint64_t m = seg[c].out_len - before;
+	uint16_t *placed = malloc(2 * m + 2);
+	KILN_FUZZ_PAR_CHECK(placed);
+	int early = 0;
+	for (uint64_t x = 0; x < m; x++) {
+		uint16_t v = kiln_infl_unslot(slot[before + x], before);
+		if (v >= KILN_INFL_REF0)
+			v = placed[v - KILN_INFL_REF0 - before];
+		placed[x] = v;
+		early |= kiln_infl_before_start(v, base);
+	}
+	if (early) { /* the decode failed there: the GPU decodes such a piece again */
+		KILN_FUZZ_PAR_CHECK(again.rc == KILN_INFL_ERR_DISTANCE);
+		free(placed);
+		return 0;
+	}
+	KILN_FUZZ_PAR_CHECK(again.rc == KILN_INFL_OK);
+	KILN_FUZZ_PAR_CHECK(memcmp(placed, sym + base, 2 * m) == 0);
+	*dec = seg[c];
+	dec->out_len = m;
+	free(placed);
+	return 1;
+}
+
 /* Steps 1-6 of png_inflate_par.h on in[0, len) into out[0, total), one after the other,
- * with a mid entry every `spacing` bits (0: none). */
+ * with a mid entry every `spacing` bits (0: none) and slots of scale / 256 symbols per
+ * stream bit and pad per entry. */
 static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *out, uint64_t total,
-					uint64_t spacing)
+					uint64_t spacing, uint32_t scale, uint32_t pad)
 {
 	par_result r = {0};
 	kiln_inflate_tables *t = malloc(sizeof *t);
@@ -57,20 +104,22 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 	uint32_t *order = calloc(n, sizeof *order), *skip = calloc(n, sizeof *skip);
 	uint64_t *base = calloc(n, sizeof *base);
 	uint16_t *sym = malloc(2 * (size_t)total + 2);
-	KILN_FUZZ_PAR_CHECK(seg && dec && order && skip && base && sym);
-	for (uint32_t i = 0; i < n; i++)
-		kiln_infl_piece(t, in, len, e, n, i, 0, NULL, KILN_INFL_BASE_UNKNOWN, total, &seg[i]);
+	size_t area_len = (size_t)((8 * (uint64_t)len * scale >> 8) + (uint64_t)n * pad);
+	uint16_t *area = malloc(2 * area_len + 2);
+	KILN_FUZZ_PAR_CHECK(seg && dec && order && skip && base && sym && area);
+	for (uint32_t i = 0; i < n; i++) {
+		size_t wcap;
+		uint64_t at = kiln_infl_slot(e, n, i, len, scale, pad, &wcap);
+		KILN_FUZZ_PAR_CHECK(at + wcap <= area_len);
+		kiln_infl_piece(t, in, len, e, n, i, 0, area + at, wcap, KILN_INFL_BASE_UNKNOWN, total, &seg[i]);
+	}
 	uint32_t k = kiln_infl_chain(seg, e, n, total, order, base, skip);
 	for (uint32_t i = 0; i < k; i++) {
 		uint32_t c = order[i];
-		uint32_t before = e[c].src != c ? e[c].cum[skip[c]] : 0;
-		KILN_FUZZ_PAR_CHECK(seg[c].out_len >= before);
-		kiln_infl_piece(t, in, len, e, n, c, skip[c], sym + base[c], base[c], total, &dec[c]);
-		/* the same hand-over and length as counted, unless the limit cut it short */
-		if (dec[c].rc == KILN_INFL_OK) {
-			KILN_FUZZ_PAR_CHECK(dec[c].stop == seg[c].stop && dec[c].probe == seg[c].probe);
-			KILN_FUZZ_PAR_CHECK(dec[c].out_len == seg[c].out_len - before);
-		}
+		size_t wcap;
+		uint64_t at = kiln_infl_slot(e, n, c, len, scale, pad, &wcap);
+		r.placed += kiln_fuzz_par_place(t, in, len, e, n, seg, area + at, wcap, c, skip[c], base[c], total, sym,
+						&dec[c]);
 	}
 	r.rc = kiln_infl_verdict(dec, order, k, &r.out_len, &r.used);
 	if (r.rc == KILN_INFL_GAVE_UP) { /* the GPU's fallback (png_dec_cuda.cu, pd_finish) */
@@ -102,13 +151,15 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 	free(skip);
 	free(base);
 	free(sym);
+	free(area);
 	return r;
 }
 
 /* Inflates in[0, len) with the output limit total both ways (the parallel one with a mid
- * entry every `spacing` bits); aborts on any difference. Returns the parallel run's
- * figures. */
-static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t total, uint64_t spacing)
+ * entry every `spacing` bits and slots of scale / 256 symbols per bit and pad per entry);
+ * aborts on any difference. Returns the parallel run's figures. */
+static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t total, uint64_t spacing,
+					uint32_t scale, uint32_t pad)
 {
 	kiln_inflate_tables *t = malloc(sizeof *t);
 	uint8_t *a = malloc(total + 16), *b = malloc(total + 16);
@@ -116,7 +167,7 @@ static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t 
 	size_t out_len = 0, used = 0;
 	int fin = 0;
 	int rc = kiln_inflate_raw(t, in, len, a, total, &out_len, &used, 0, &fin);
-	par_result r = kiln_fuzz_par_inflate(in, len, b, total, spacing);
+	par_result r = kiln_fuzz_par_inflate(in, len, b, total, spacing, scale, pad);
 	KILN_FUZZ_PAR_CHECK(r.rc == rc);
 	if (rc == KILN_INFL_OK) {
 		KILN_FUZZ_PAR_CHECK(r.out_len == out_len);
@@ -131,14 +182,17 @@ static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t 
 }
 
 /* data: a 3-byte output limit (little endian, at most 1 MiB; the top 3 bits choose the
- * mid entries' spacing, none or 64 to 4096 bits), then the stream. */
+ * mid entries' spacing, none or 64 to 4096 bits, and bit 20 slots as the GPU's or so small
+ * that most pieces are decoded again), then the stream. */
 static inline kiln_status kiln_fuzz_inflate_par(const uint8_t *data, size_t size)
 {
 	if (size < 3)
 		return KILN_ERR_TRUNCATED;
 	uint64_t total = ((uint64_t)data[0] | (uint64_t)data[1] << 8 | (uint64_t)data[2] << 16) % (1u << 20) + 1;
 	uint32_t pick = data[2] >> 5;
-	par_result r = kiln_fuzz_par_compare(data + 3, size - 3, total, pick ? 32u << pick : 0);
+	int tiny = (data[2] >> 4) & 1;
+	par_result r = kiln_fuzz_par_compare(data + 3, size - 3, total, pick ? 32u << pick : 0,
+					     tiny ? 16 : KILN_INFL_SLOT_SCALE, tiny ? 8 : KILN_INFL_SLOT_PAD);
 	return r.rc == KILN_INFL_OK || r.rc == KILN_INFL_OUTPUT_FULL ? KILN_OK : KILN_ERR_CORRUPT;
 }
 

@@ -19,13 +19,22 @@
 #include "tests/fuzz/fuzz_inflate_par.c"
 
 /* Inflates raw deflate data both ways, the parallel one with a mid entry every `spacing`
- * bits (0: none; any difference aborts); the parallel run's figures. */
-static par_result check_stream(const uint8_t *in, size_t len, uint64_t total, uint64_t spacing, const char *what)
+ * bits (0: none) and slots of scale / 256 symbols per stream bit and pad per entry (any
+ * difference aborts); the parallel run's figures. */
+static par_result check_slots(const uint8_t *in, size_t len, uint64_t total, uint64_t spacing, uint32_t scale,
+			      uint32_t pad, const char *what)
 {
 	char name[160];
-	snprintf(name, sizeof name, "%s, spacing %llu", what, (unsigned long long)spacing);
+	snprintf(name, sizeof name, "%s, spacing %llu, slots %u/256 + %u", what, (unsigned long long)spacing, scale,
+		 pad);
 	kiln_fuzz_par_case = name;
-	return kiln_fuzz_par_compare(in, len, total, spacing);
+	return kiln_fuzz_par_compare(in, len, total, spacing, scale, pad);
+}
+
+/* The same with the GPU's slots. */
+static par_result check_stream(const uint8_t *in, size_t len, uint64_t total, uint64_t spacing, const char *what)
+{
+	return check_slots(in, len, total, spacing, KILN_INFL_SLOT_SCALE, KILN_INFL_SLOT_PAD, what);
 }
 
 static uint32_t rng = 12345;
@@ -96,6 +105,9 @@ Test(png_inflate_par, kodak_streams_as_libpng_wrote_them)
 			cr_assert(!r.serial);
 			cr_assert_geq(r.segments, mids * 95 / 100, "%s, spacing %llu: %u pieces for %llu mid entries",
 				      names[i], (unsigned long long)spacings[k], r.segments, (unsigned long long)mids);
+			/* and nearly every piece comes from its slot (no second decode) */
+			cr_assert_geq(r.placed, r.segments * 98 / 100, "%s, spacing %llu: %u of %u pieces placed",
+				      names[i], (unsigned long long)spacings[k], r.placed, r.segments);
 		}
 		free(owned);
 		kiln_buf_free(&f);
@@ -113,7 +125,10 @@ Test(png_inflate_par, zlib_levels_and_strategies)
 			uint8_t *z = deflate_raw(d, n, level, strategies[s], &len);
 			char what[64];
 			snprintf(what, sizeof what, "level %d strategy %d", level, strategies[s]);
-			par_result r = check_stream(z, len, n, (uint64_t)1024 << (level % 4), what);
+			/* odd levels: slots too small for most pieces, which step 4 decodes again */
+			int tiny = level % 2;
+			par_result r = check_slots(z, len, n, (uint64_t)1024 << (level % 4), tiny ? 16 : KILN_INFL_SLOT_SCALE,
+						   tiny ? 8 : KILN_INFL_SLOT_PAD, what);
 			cr_assert_eq(r.rc, KILN_INFL_OK, "%s", what);
 			/* blocks are split (stored streams stay one piece); zlib's fixed-code blocks
 			 * follow each other with headers that are no entries, and the true decode gives
@@ -122,6 +137,9 @@ Test(png_inflate_par, zlib_levels_and_strategies)
 				cr_assert(r.segments >= 2 && !r.serial, "%s: %u pieces, serial %d", what, r.segments, r.serial);
 			if (level > 0 && strategies[s] == Z_FIXED)
 				cr_assert(r.serial, "%s: %u pieces", what, r.segments);
+			if (level > 0 && strategies[s] != Z_FIXED)
+				cr_assert(tiny ? r.placed * 2 < r.segments : r.placed * 10 >= r.segments * 9,
+					  "%s: %u of %u pieces placed", what, r.placed, r.segments);
 			free(z);
 		}
 	free(d);
@@ -158,6 +176,7 @@ Test(png_inflate_par, output_limits)
 		snprintf(what, sizeof what, "limit %llu", (unsigned long long)totals[i]);
 		check_stream(z, len, totals[i], 0, what);
 		check_stream(z, len, totals[i], 512, what);
+		check_slots(z, len, totals[i], 512, 16, 8, what);
 	}
 	free(d);
 	free(z);
@@ -182,7 +201,9 @@ Test(png_inflate_par, truncated_and_bitflipped)
 		copy[at] ^= (uint8_t)(1u << (rnd() % 8));
 		char what[64];
 		snprintf(what, sizeof what, "flip at byte %zu", at);
-		errors += check_stream(copy, len, n, (uint64_t)(i % 3) * 512, what).rc != KILN_INFL_OK;
+		errors += check_slots(copy, len, n, (uint64_t)(i % 3) * 512, i % 2 ? 16 : KILN_INFL_SLOT_SCALE,
+				      i % 2 ? 8 : KILN_INFL_SLOT_PAD, what)
+				  .rc != KILN_INFL_OK;
 	}
 	cr_expect_gt(errors, 0);
 	free(copy);
@@ -199,6 +220,8 @@ Test(png_inflate_par, header_shape_is_a_necessary_condition)
 	uint8_t *d = make_data(n);
 	kiln_inflate_tables *t = malloc(sizeof *t);
 	uint64_t offsets = 0, shaped = 0, headers = 0;
+	uint16_t kraft3[512];
+	kiln_infl_kraft3_init(kraft3);
 	for (int level = 1; level <= 9; level += 4) {
 		size_t len;
 		uint8_t *z = deflate_raw(d, n, level, Z_DEFAULT_STRATEGY, &len);
@@ -214,7 +237,7 @@ Test(png_inflate_par, header_shape_is_a_necessary_condition)
 			uint32_t k = (uint32_t)(bit & 7);
 			uint64_t w0 = k ? lo >> k | mid << (64 - k) : lo;
 			uint64_t w1 = k ? mid >> k | (uint64_t)win[16] << (64 - k) : mid;
-			int shape = kiln_infl_header_shape(w0, w1);
+			int shape = kiln_infl_header_shape(w0, w1, kraft3);
 			int full = kiln_infl_block_start(z, len, bit, t->pre);
 			cr_assert(shape || !full, "level %d bit %llu: a header the cheap test drops", level,
 				  (unsigned long long)bit);
