@@ -67,7 +67,7 @@ struct pd_file {
 	// stream offsets; the slots of the count (kiln_infl_slot's scale and pad); par_state:
 	// candidates found, entries, pieces in the chain, and 1 when the zlib header was
 	// refused.
-	uint32_t par, cand_cap, ent_cap, spacing, slot_scale, slot_pad;
+	uint32_t par, cand_cap, ent_cap, spacing, target, slot_scale, slot_pad;
 	uint64_t *cand, *seg_base;
 	kiln_infl_entry *ent;
 	kiln_infl_seg *seg, *dec;
@@ -77,11 +77,10 @@ struct pd_file {
 
 struct pd_globals {
 	uint32_t band_ticket;
-	uint32_t items[3]; // work items: entries (probe and count passes), pieces decoded again,
-			   // pieces placed from their slots
-	uint32_t taken[3]; // items taken so far by the probe, count and decode passes
+	uint32_t items[5]; // work items of the lists (enum par_list)
+	uint32_t taken[5]; // items taken so far by the pass over each list
 	uint32_t surv;     // offsets that passed the cheap header test (pd_par_scan)
-	uint32_t pad[56];
+	uint32_t pad[52];
 };
 
 // ---- layout of d_temp ------------------------------------------------------------------
@@ -96,7 +95,7 @@ struct layout {
 	size_t progress;   // uint32 per band (zeroed)
 	size_t par_state;  // 4 uint32 per file (zeroed)
 	size_t zero_end;
-	size_t work;       // 3 x uint64 per entry: (file, entry) of the passes' items
+	size_t work;       // a uint64 per entry and list: (file, entry), the passes' items
 	size_t tables;     // kiln_inflate_tables per pool thread of the parallel inflate
 	size_t surv;       // uint64 per slot: (file, bit) offsets for the full header test
 	size_t data;       // per file zlib copies, filtered buffers, parallel-inflate state
@@ -140,7 +139,22 @@ static uint32_t par_ent_cap(const kiln_pngdec_info *in)
 	return par_cand_cap(in) + (uint32_t)(8 * in->zlib_size / PAR_SPACING_MIN) + 1;
 }
 
-// Symbols of a parallel-inflate file's slots (kiln_infl_slot) at the given scale and pad.
+// The parallel inflate's work lists of (file, entry) items, each as long as the entries:
+// the entries after prep (probe pass), those kiln_infl_refine added (probe pass), all
+// entries (count pass), the chain's pieces decoded again (decode pass), and those placed
+// from their slots (pd_par_place).
+enum par_list { LIST_PROBE, LIST_FRESH, LIST_COUNT, LIST_REDO, LIST_PLACE, PAR_LISTS };
+
+// Pieces are split where the probes say they would make more than this many symbols
+// (kiln_infl_refine); the debug flags' bits 23-26, when set, give its log2 (A/B runs).
+#define PAR_TARGET 16384u
+static uint32_t par_target(unsigned debug)
+{
+	uint32_t lg = (debug >> 23) & 15u;
+	return lg == 0 ? PAR_TARGET : 1u << lg;
+}
+
+// Symbols of a parallel-inflate file's slots (kiln_infl_slots) at the given scale and pad.
 static size_t par_slot_syms(const kiln_pngdec_info *in, uint32_t scale, uint32_t pad)
 {
 	return (size_t)((8 * (uint64_t)(in->zlib_size - 2) * scale >> 8) + (uint64_t)par_ent_cap(in) * pad);
@@ -206,7 +220,7 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 	l->par_state = l->progress + align256((size_t)l->bands * 4);
 	l->zero_end = l->par_state + align256(count * 16);
 	l->work = l->zero_end;
-	l->tables = l->work + align256((size_t)l->ents * 24);
+	l->tables = l->work + align256((size_t)l->ents * 8 * PAR_LISTS);
 	l->surv = l->tables + align256((size_t)l->pool * sizeof(kiln_inflate_tables));
 	if (l->surv_cap > 0xFFFFFFFFu)
 		l->surv_cap = 0xFFFFFFFFu;
@@ -1095,7 +1109,7 @@ __global__ void pd_par_prep(const pd_file *files, uint32_t count, const uint32_t
 	}
 	uint32_t m = kiln_infl_entries(c, n, (size_t)f->zlib_size - 2, f->spacing, f->ent, f->ent_cap);
 	f->par_state[1] = m;
-	uint32_t w = atomicAdd(&g->items[0], m);
+	uint32_t w = atomicAdd(&g->items[LIST_PROBE], m);
 	for (uint32_t i = 0; i < m; i++)
 		work[w + i] = (uint64_t)fi << 32 | i;
 }
@@ -1107,44 +1121,81 @@ __global__ void pd_par_prep(const pd_file *files, uint32_t count, const uint32_t
 // 3.1 ms and decode 5.3 ms for 32 Kodak files). Tables in shared memory instead of device
 // memory (L1 hits, 98%) gained nothing.
 enum { PASS_PROBE, PASS_COUNT, PASS_DECODE };
+__device__ const pd_file *par_item(const pd_file *files, uint64_t w, uint32_t *i, uint32_t *n)
+{
+	const pd_file *f = &files[w >> 32];
+	*i = (uint32_t)w;
+	*n = f->par_state[1];
+	return f;
+}
+
 __global__ void __launch_bounds__(32) pd_par_pass(const pd_file *files, pd_globals *g, const uint64_t *work,
-						 kiln_inflate_tables *tables, int pass, uint32_t lanes)
+						 kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
 {
 	if (threadIdx.x >= lanes)
 		return;
 	kiln_inflate_tables *t = tables + blockIdx.x * lanes + threadIdx.x;
-	uint32_t items = g->items[pass == PASS_DECODE];
+	uint32_t items = g->items[list];
 	for (;;) {
-		uint32_t it = atomicAdd(&g->taken[pass], 1u);
+		uint32_t it = atomicAdd(&g->taken[list], 1u), i, n;
 		if (it >= items)
 			break;
-		uint64_t w = work[it];
-		const pd_file *f = &files[w >> 32];
-		uint32_t i = (uint32_t)w, n = f->par_state[1];
+		const pd_file *f = par_item(files, work[it], &i, &n);
 		const uint8_t *in = f->zlib + 2;
 		size_t len = (size_t)f->zlib_size - 2;
 		if (pass == PASS_PROBE)
 			kiln_infl_probe(t, in, len, f->ent, n, i);
-		else if (pass == PASS_COUNT) {
-			size_t wcap;
-			uint64_t at = kiln_infl_slot(f->ent, n, i, len, f->slot_scale, f->slot_pad, &wcap);
-			kiln_infl_piece(t, in, len, f->ent, n, i, 0, f->slots + at, wcap, KILN_INFL_BASE_UNKNOWN,
-					f->filtered_size, &f->seg[i]);
-		} else {
+		else if (pass == PASS_COUNT)
+			kiln_infl_piece(t, in, len, f->ent, n, i, 0, f->slots + f->ent[i].slot, f->ent[i].slot_cap,
+					KILN_INFL_BASE_UNKNOWN, f->filtered_size, &f->seg[i]);
+		else
 			kiln_infl_piece(t, in, len, f->ent, n, i, f->skip[i], f->sym + f->seg_base[i], SIZE_MAX,
 					f->seg_base[i], f->filtered_size, &f->dec[i]);
-		}
 	}
+}
+
+// 2c'. A thread per file: pieces the probes say are long get more mid entries
+// (kiln_infl_refine), which the probe pass then probes; ...
+__global__ void pd_par_refine(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
+			      uint64_t *fresh)
+{
+	uint32_t fi = blockIdx.x * blockDim.x + threadIdx.x;
+	const pd_file *f = par_file(files, count, status, fi);
+	if (!f)
+		return;
+	uint32_t n = f->par_state[1];
+	uint32_t m = kiln_infl_refine(f->ent, n, f->ent_cap, (size_t)f->zlib_size - 2, f->target, f->skip);
+	f->par_state[1] = m;
+	if (m == n)
+		return;
+	uint32_t w = atomicAdd(&g->items[LIST_FRESH], m - n);
+	for (uint32_t i = 0; i < m; i++)
+		if (f->ent[i].probes == KILN_INFL_UNPROBED)
+			fresh[w++] = (uint64_t)fi << 32 | i;
+}
+
+// ... then the slots (kiln_infl_slots) and the count pass's items.
+__global__ void pd_par_slots(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
+			     uint64_t *work)
+{
+	uint32_t fi = blockIdx.x * blockDim.x + threadIdx.x;
+	const pd_file *f = par_file(files, count, status, fi);
+	if (!f)
+		return;
+	uint32_t n = f->par_state[1];
+	uint64_t area = (uint64_t)(8 * (f->zlib_size - 2) * f->slot_scale >> 8) + (uint64_t)f->ent_cap * f->slot_pad;
+	kiln_infl_slots(f->ent, n, (size_t)f->zlib_size - 2, f->slot_scale, f->slot_pad, area);
+	uint32_t w = atomicAdd(&g->items[LIST_COUNT], n);
+	for (uint32_t i = 0; i < n; i++)
+		work[w + i] = (uint64_t)fi << 32 | i;
 }
 
 // 2e. A thread per file: the chain; its pieces that can be placed from their slots
 // (their results then are the count's less the symbols before the probe they are entered
 // at), and the others, which the decode pass decodes again.
-__device__ bool par_placeable(const pd_file *f, uint32_t n, uint32_t c)
+__device__ bool par_placeable(const pd_file *f, uint32_t c)
 {
-	size_t wcap;
-	kiln_infl_slot(f->ent, n, c, (size_t)f->zlib_size - 2, f->slot_scale, f->slot_pad, &wcap);
-	return kiln_infl_placeable(f->ent, f->seg, c, f->skip[c], f->seg_base[c], f->filtered_size, wcap);
+	return kiln_infl_placeable(f->ent, f->seg, c, f->skip[c], f->seg_base[c], f->filtered_size);
 }
 
 __global__ void pd_par_chain(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
@@ -1159,11 +1210,11 @@ __global__ void pd_par_chain(const pd_file *files, uint32_t count, const uint32_
 	f->par_state[2] = k;
 	uint32_t placed = 0;
 	for (uint32_t i = 0; i < k; i++)
-		placed += par_placeable(f, n, f->order[i]);
-	uint32_t p = atomicAdd(&g->items[2], placed), r = atomicAdd(&g->items[1], k - placed);
+		placed += par_placeable(f, f->order[i]);
+	uint32_t p = atomicAdd(&g->items[LIST_PLACE], placed), r = atomicAdd(&g->items[LIST_REDO], k - placed);
 	for (uint32_t i = 0; i < k; i++) {
 		uint32_t c = f->order[i];
-		if (par_placeable(f, n, c)) {
+		if (par_placeable(f, c)) {
 			f->dec[c] = f->seg[c];
 			f->dec[c].out_len -= kiln_infl_before(f->ent, c, f->skip[c]);
 			place[p++] = (uint64_t)fi << 32 | c;
@@ -1182,14 +1233,12 @@ __global__ void pd_par_chain(const pd_file *files, uint32_t count, const uint32_
 __global__ void __launch_bounds__(256) pd_par_place(const pd_file *files, pd_globals *g, const uint64_t *place,
 						   uint64_t *redo)
 {
-	uint32_t items = g->items[2], tid = threadIdx.x, nt = blockDim.x;
+	uint32_t items = g->items[LIST_PLACE], tid = threadIdx.x, nt = blockDim.x;
 	for (uint32_t it = blockIdx.x; it < items; it += gridDim.x) {
 		uint64_t w = place[it];
-		const pd_file *f = &files[w >> 32];
-		uint32_t c = (uint32_t)w, n = f->par_state[1];
-		size_t wcap;
-		const uint16_t *slot =
-			f->slots + kiln_infl_slot(f->ent, n, c, (size_t)f->zlib_size - 2, f->slot_scale, f->slot_pad, &wcap);
+		uint32_t c, n;
+		const pd_file *f = par_item(files, w, &c, &n);
+		const uint16_t *slot = f->slots + f->ent[c].slot;
 		uint32_t before = kiln_infl_before(f->ent, c, f->skip[c]);
 		uint64_t base = f->seg_base[c], m = f->seg[c].out_len, refs = kiln_infl_refs(f->ent, c);
 		uint64_t r_end = refs < m ? refs : m;
@@ -1222,7 +1271,7 @@ __global__ void __launch_bounds__(256) pd_par_place(const pd_file *files, pd_glo
 			early |= kiln_infl_before_start(v, base);
 		}
 		if (__syncthreads_or(early) && tid == 0)
-			redo[atomicAdd(&g->items[1], 1u)] = w;
+			redo[atomicAdd(&g->items[LIST_REDO], 1u)] = w;
 	}
 }
 
@@ -1695,6 +1744,7 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 				d->cand_cap = c;
 				d->ent_cap = e;
 				d->spacing = par_spacing(g_debug);
+				d->target = par_target(g_debug);
 				d->par_state = (uint32_t *)(base + l.par_state) + 4 * i;
 				d->cand = (uint64_t *)(base + data);
 				data += align256((size_t)c * 8);
@@ -1744,7 +1794,9 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 											      d_status, flags);
 	if (par_files > 0) {
 		pd_globals *gl = (pd_globals *)(base + l.globals);
-		uint64_t *work = (uint64_t *)(base + l.work), *redo = work + l.ents, *place = redo + l.ents;
+		uint64_t *list[PAR_LISTS];
+		for (int k = 0; k < PAR_LISTS; k++)
+			list[k] = (uint64_t *)(base + l.work) + k * l.ents;
 		kiln_inflate_tables *tabs = (kiln_inflate_tables *)(base + l.tables);
 		uint32_t lanes = par_lanes(g_debug);
 		uint64_t workers = l.pool < (uint64_t)sm_count() * 32 * lanes ? l.pool : (uint64_t)sm_count() * 32 * lanes;
@@ -1755,12 +1807,16 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 		uint64_t *surv = (uint64_t *)(base + l.surv);
 		pd_par_scan<<<sg, 256, 0, s>>>(d_files, d_status, gl, surv, (uint32_t)l.surv_cap);
 		pd_par_verify<<<sm_count() * 8, 256, 0, s>>>(d_files, gl, surv, (uint32_t)l.surv_cap);
-		pd_par_prep<<<(c32 + 127) / 128, 128, 0, s>>>(d_files, c32, d_status, gl, work);
-		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work, tabs, PASS_PROBE, lanes);
-		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, work, tabs, PASS_COUNT, lanes);
-		pd_par_chain<<<(c32 + 127) / 128, 128, 0, s>>>(d_files, c32, d_status, gl, redo, place);
-		pd_par_place<<<sm_count() * 8, 256, 0, s>>>(d_files, gl, place, redo);
-		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, redo, tabs, PASS_DECODE, lanes);
+		unsigned per_file = (c32 + 127) / 128;
+		pd_par_prep<<<per_file, 128, 0, s>>>(d_files, c32, d_status, gl, list[LIST_PROBE]);
+		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_PROBE], tabs, PASS_PROBE, LIST_PROBE, lanes);
+		pd_par_refine<<<per_file, 128, 0, s>>>(d_files, c32, d_status, gl, list[LIST_FRESH]);
+		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_FRESH], tabs, PASS_PROBE, LIST_FRESH, lanes);
+		pd_par_slots<<<per_file, 128, 0, s>>>(d_files, c32, d_status, gl, list[LIST_COUNT]);
+		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_COUNT], tabs, PASS_COUNT, LIST_COUNT, lanes);
+		pd_par_chain<<<per_file, 128, 0, s>>>(d_files, c32, d_status, gl, list[LIST_REDO], list[LIST_PLACE]);
+		pd_par_place<<<sm_count() * 8, 256, 0, s>>>(d_files, gl, list[LIST_PLACE], list[LIST_REDO]);
+		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_REDO], tabs, PASS_DECODE, LIST_REDO, lanes);
 		pd_par_resolve<<<c32, 1024, 0, s>>>(d_files, d_status);
 	}
 	if (timed)

@@ -27,7 +27,9 @@ typedef struct par_result {
 	int rc;
 	uint64_t out_len, used;
 	uint32_t candidates, entries, segments;
-	uint32_t placed; /* pieces of the chain taken from their slots */
+	uint32_t placed;  /* pieces of the chain taken from their slots */
+	uint32_t refined; /* entries kiln_infl_refine added */
+	uint64_t longest; /* symbols of the chain's longest piece */
 	int serial; /* the true decode gave up (KILN_INFL_GAVE_UP): inflated serially */
 } par_result;
 
@@ -37,8 +39,8 @@ typedef struct par_result {
  * into sym + base. Returns 1 when placed. Placed, the same symbols as that decode:
  * checked. */
 static int kiln_fuzz_par_place(kiln_inflate_tables *t, const uint8_t *in, size_t len, const kiln_infl_entry *e,
-			       uint32_t n, const kiln_infl_seg *seg, const uint16_t *slot, size_t wcap, uint32_t c,
-			       uint32_t s, uint64_t base, uint64_t total, uint16_t *sym, kiln_infl_seg *dec)
+			       uint32_t n, const kiln_infl_seg *seg, const uint16_t *slot, uint32_t c, uint32_t s,
+			       uint64_t base, uint64_t total, uint16_t *sym, kiln_infl_seg *dec)
 {
 	uint32_t before = kiln_infl_before(e, c, s);
 	KILN_FUZZ_PAR_CHECK(seg[c].out_len >= before);
@@ -50,7 +52,7 @@ static int kiln_fuzz_par_place(kiln_inflate_tables *t, const uint8_t *in, size_t
 		KILN_FUZZ_PAR_CHECK(again.out_len == seg[c].out_len - before);
 	}
 	*dec = again;
-	if (!kiln_infl_placeable(e, seg, c, s, base, total, wcap))
+	if (!kiln_infl_placeable(e, seg, c, s, base, total))
 		return 0;
 	uint64_t m = seg[c].out_len - before;
 	uint16_t *placed = malloc(2 * m + 2);
@@ -77,10 +79,10 @@ static int kiln_fuzz_par_place(kiln_inflate_tables *t, const uint8_t *in, size_t
 }
 
 /* Steps 1-6 of png_inflate_par.h on in[0, len) into out[0, total), one after the other,
- * with a mid entry every `spacing` bits (0: none) and slots of scale / 256 symbols per
- * stream bit and pad per entry. */
+ * with a mid entry every `spacing` bits (0: none), pieces split past `target` symbols
+ * (0: never) and slots of scale / 256 symbols per stream bit and pad per entry. */
 static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *out, uint64_t total,
-					uint64_t spacing, uint32_t scale, uint32_t pad)
+					uint64_t spacing, uint64_t target, uint32_t scale, uint32_t pad)
 {
 	par_result r = {0};
 	kiln_inflate_tables *t = malloc(sizeof *t);
@@ -92,6 +94,7 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 		if (kiln_infl_block_start(in, len, bit, t->pre))
 			cand[nc++] = bit;
 	uint32_t cap = nc + (spacing ? (uint32_t)(8 * (uint64_t)len / spacing) : 0) + 1;
+	cap += cap; /* room for kiln_infl_refine */
 	kiln_infl_entry *e = malloc(sizeof *e * cap);
 	KILN_FUZZ_PAR_CHECK(e);
 	uint32_t n = kiln_infl_entries(cand, nc, len, spacing, e, cap);
@@ -100,26 +103,39 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 		KILN_FUZZ_PAR_CHECK(e[i].bit > e[i - 1].bit && e[i].src <= i);
 	for (uint32_t i = 0; i < n; i++)
 		kiln_infl_probe(t, in, len, e, n, i);
+	uint32_t *skip = calloc(cap, sizeof *skip);
+	KILN_FUZZ_PAR_CHECK(skip);
+	uint32_t before_refine = n;
+	n = kiln_infl_refine(e, n, cap, len, target, skip);
+	KILN_FUZZ_PAR_CHECK(n >= before_refine && n <= cap && e[0].bit == 0 && e[0].src == 0);
+	for (uint32_t i = 0; i < n; i++) {
+		KILN_FUZZ_PAR_CHECK(i == 0 || (e[i].bit > e[i - 1].bit && e[i].src <= i));
+		KILN_FUZZ_PAR_CHECK(e[e[i].src].src == e[i].src); /* a header entry */
+		if (e[i].probes == KILN_INFL_UNPROBED)
+			kiln_infl_probe(t, in, len, e, n, i);
+	}
+	r.refined = n - before_refine;
 	kiln_infl_seg *seg = calloc(n, sizeof *seg), *dec = calloc(n, sizeof *dec);
-	uint32_t *order = calloc(n, sizeof *order), *skip = calloc(n, sizeof *skip);
+	uint32_t *order = calloc(n, sizeof *order);
 	uint64_t *base = calloc(n, sizeof *base);
 	uint16_t *sym = malloc(2 * (size_t)total + 2);
 	size_t area_len = (size_t)((8 * (uint64_t)len * scale >> 8) + (uint64_t)n * pad);
 	uint16_t *area = malloc(2 * area_len + 2);
-	KILN_FUZZ_PAR_CHECK(seg && dec && order && skip && base && sym && area);
+	KILN_FUZZ_PAR_CHECK(seg && dec && order && base && sym && area);
+	kiln_infl_slots(e, n, len, scale, pad, area_len);
 	for (uint32_t i = 0; i < n; i++) {
-		size_t wcap;
-		uint64_t at = kiln_infl_slot(e, n, i, len, scale, pad, &wcap);
-		KILN_FUZZ_PAR_CHECK(at + wcap <= area_len);
-		kiln_infl_piece(t, in, len, e, n, i, 0, area + at, wcap, KILN_INFL_BASE_UNKNOWN, total, &seg[i]);
+		KILN_FUZZ_PAR_CHECK(e[i].slot + e[i].slot_cap <= area_len);
+		KILN_FUZZ_PAR_CHECK(i == 0 || e[i].slot == e[i - 1].slot + e[i - 1].slot_cap);
+		kiln_infl_piece(t, in, len, e, n, i, 0, area + e[i].slot, e[i].slot_cap, KILN_INFL_BASE_UNKNOWN, total,
+				&seg[i]);
 	}
 	uint32_t k = kiln_infl_chain(seg, e, n, total, order, base, skip);
 	for (uint32_t i = 0; i < k; i++) {
 		uint32_t c = order[i];
-		size_t wcap;
-		uint64_t at = kiln_infl_slot(e, n, c, len, scale, pad, &wcap);
-		r.placed += kiln_fuzz_par_place(t, in, len, e, n, seg, area + at, wcap, c, skip[c], base[c], total, sym,
+		r.placed += kiln_fuzz_par_place(t, in, len, e, n, seg, area + e[c].slot, c, skip[c], base[c], total, sym,
 						&dec[c]);
+		if (dec[c].out_len > r.longest)
+			r.longest = dec[c].out_len;
 	}
 	r.rc = kiln_infl_verdict(dec, order, k, &r.out_len, &r.used);
 	if (r.rc == KILN_INFL_GAVE_UP) { /* the GPU's fallback (png_dec_cuda.cu, pd_finish) */
@@ -156,10 +172,11 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 }
 
 /* Inflates in[0, len) with the output limit total both ways (the parallel one with a mid
- * entry every `spacing` bits and slots of scale / 256 symbols per bit and pad per entry);
+ * entry every `spacing` bits, pieces split past `target` symbols, and slots of scale / 256
+ * symbols per bit and pad per entry);
  * aborts on any difference. Returns the parallel run's figures. */
 static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t total, uint64_t spacing,
-					uint32_t scale, uint32_t pad)
+					uint64_t target, uint32_t scale, uint32_t pad)
 {
 	kiln_inflate_tables *t = malloc(sizeof *t);
 	uint8_t *a = malloc(total + 16), *b = malloc(total + 16);
@@ -167,7 +184,7 @@ static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t 
 	size_t out_len = 0, used = 0;
 	int fin = 0;
 	int rc = kiln_inflate_raw(t, in, len, a, total, &out_len, &used, 0, &fin);
-	par_result r = kiln_fuzz_par_inflate(in, len, b, total, spacing, scale, pad);
+	par_result r = kiln_fuzz_par_inflate(in, len, b, total, spacing, target, scale, pad);
 	KILN_FUZZ_PAR_CHECK(r.rc == rc);
 	if (rc == KILN_INFL_OK) {
 		KILN_FUZZ_PAR_CHECK(r.out_len == out_len);
@@ -183,7 +200,8 @@ static par_result kiln_fuzz_par_compare(const uint8_t *in, size_t len, uint64_t 
 
 /* data: a 3-byte output limit (little endian, at most 1 MiB; the top 3 bits choose the
  * mid entries' spacing, none or 64 to 4096 bits, and bit 20 slots as the GPU's or so small
- * that most pieces are decoded again), then the stream. */
+ * that most pieces are decoded again and pieces split past 4096 or 1024 symbols), then the
+ * stream. */
 static inline kiln_status kiln_fuzz_inflate_par(const uint8_t *data, size_t size)
 {
 	if (size < 3)
@@ -191,7 +209,7 @@ static inline kiln_status kiln_fuzz_inflate_par(const uint8_t *data, size_t size
 	uint64_t total = ((uint64_t)data[0] | (uint64_t)data[1] << 8 | (uint64_t)data[2] << 16) % (1u << 20) + 1;
 	uint32_t pick = data[2] >> 5;
 	int tiny = (data[2] >> 4) & 1;
-	par_result r = kiln_fuzz_par_compare(data + 3, size - 3, total, pick ? 32u << pick : 0,
+	par_result r = kiln_fuzz_par_compare(data + 3, size - 3, total, pick ? 32u << pick : 0, tiny ? 1024 : 4096,
 					     tiny ? 16 : KILN_INFL_SLOT_SCALE, tiny ? 8 : KILN_INFL_SLOT_PAD);
 	return r.rc == KILN_INFL_OK || r.rc == KILN_INFL_OUTPUT_FULL ? KILN_OK : KILN_ERR_CORRUPT;
 }

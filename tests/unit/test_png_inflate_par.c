@@ -18,23 +18,27 @@
 #define KILN_FUZZ_INFLATE_PAR_NO_ENTRY
 #include "tests/fuzz/fuzz_inflate_par.c"
 
+/* Pieces are split past this many symbols here (the GPU's default is larger: these
+ * streams are short). */
+#define TARGET 4096
+
 /* Inflates raw deflate data both ways, the parallel one with a mid entry every `spacing`
- * bits (0: none) and slots of scale / 256 symbols per stream bit and pad per entry (any
- * difference aborts); the parallel run's figures. */
-static par_result check_slots(const uint8_t *in, size_t len, uint64_t total, uint64_t spacing, uint32_t scale,
-			      uint32_t pad, const char *what)
+ * bits (0: none), pieces split past `target` symbols and slots of scale / 256 symbols per
+ * stream bit and pad per entry (any difference aborts); the parallel run's figures. */
+static par_result check_slots(const uint8_t *in, size_t len, uint64_t total, uint64_t spacing, uint64_t target,
+			      uint32_t scale, uint32_t pad, const char *what)
 {
 	char name[160];
-	snprintf(name, sizeof name, "%s, spacing %llu, slots %u/256 + %u", what, (unsigned long long)spacing, scale,
-		 pad);
+	snprintf(name, sizeof name, "%s, spacing %llu, target %llu, slots %u/256 + %u", what,
+		 (unsigned long long)spacing, (unsigned long long)target, scale, pad);
 	kiln_fuzz_par_case = name;
-	return kiln_fuzz_par_compare(in, len, total, spacing, scale, pad);
+	return kiln_fuzz_par_compare(in, len, total, spacing, target, scale, pad);
 }
 
 /* The same with the GPU's slots. */
 static par_result check_stream(const uint8_t *in, size_t len, uint64_t total, uint64_t spacing, const char *what)
 {
-	return check_slots(in, len, total, spacing, KILN_INFL_SLOT_SCALE, KILN_INFL_SLOT_PAD, what);
+	return check_slots(in, len, total, spacing, TARGET, KILN_INFL_SLOT_SCALE, KILN_INFL_SLOT_PAD, what);
 }
 
 static uint32_t rng = 12345;
@@ -79,6 +83,7 @@ static uint8_t *deflate_raw(const uint8_t *d, size_t n, int level, int strategy,
 Test(png_inflate_par, kodak_streams_as_libpng_wrote_them)
 {
 	static const char *names[] = {"kodim01.png", "kodim13.png", "kodim23.png"};
+	uint64_t longest = 0, longest_whole = 0;
 	for (int i = 0; i < 3; i++) {
 		char path[512];
 		test_data_path(path, sizeof path, "kodak", names[i]);
@@ -109,9 +114,23 @@ Test(png_inflate_par, kodak_streams_as_libpng_wrote_them)
 			cr_assert_geq(r.placed, r.segments * 98 / 100, "%s, spacing %llu: %u of %u pieces placed",
 				      names[i], (unsigned long long)spacings[k], r.placed, r.segments);
 		}
+		/* the GPU's spacing: pieces of a region that inflates well are split, and the
+		 * longest ones (which a GPU pass waits for) get shorter; a piece whose next
+		 * entry the true decode does not meet stays long */
+		par_result whole = check_slots(z + 2, len, info.filtered_size, 32768, 0, KILN_INFL_SLOT_SCALE,
+					       KILN_INFL_SLOT_PAD, names[i]);
+		r = check_slots(z + 2, len, info.filtered_size, 32768, 2048, KILN_INFL_SLOT_SCALE, KILN_INFL_SLOT_PAD,
+				names[i]);
+		cr_assert_eq(r.rc, KILN_INFL_OK);
+		cr_assert_gt(r.refined, 0, "%s", names[i]);
+		cr_assert_leq(r.longest, whole.longest, "%s", names[i]);
+		longest += r.longest;
+		longest_whole += whole.longest;
 		free(owned);
 		kiln_buf_free(&f);
 	}
+	cr_assert_lt(longest, longest_whole, "longest pieces: %llu split, %llu unsplit", (unsigned long long)longest,
+		     (unsigned long long)longest_whole);
 }
 
 Test(png_inflate_par, zlib_levels_and_strategies)
@@ -127,8 +146,8 @@ Test(png_inflate_par, zlib_levels_and_strategies)
 			snprintf(what, sizeof what, "level %d strategy %d", level, strategies[s]);
 			/* odd levels: slots too small for most pieces, which step 4 decodes again */
 			int tiny = level % 2;
-			par_result r = check_slots(z, len, n, (uint64_t)1024 << (level % 4), tiny ? 16 : KILN_INFL_SLOT_SCALE,
-						   tiny ? 8 : KILN_INFL_SLOT_PAD, what);
+			par_result r = check_slots(z, len, n, (uint64_t)1024 << (level % 4), tiny ? 1024 : TARGET,
+						   tiny ? 16 : KILN_INFL_SLOT_SCALE, tiny ? 8 : KILN_INFL_SLOT_PAD, what);
 			cr_assert_eq(r.rc, KILN_INFL_OK, "%s", what);
 			/* blocks are split (stored streams stay one piece); zlib's fixed-code blocks
 			 * follow each other with headers that are no entries, and the true decode gives
@@ -176,7 +195,7 @@ Test(png_inflate_par, output_limits)
 		snprintf(what, sizeof what, "limit %llu", (unsigned long long)totals[i]);
 		check_stream(z, len, totals[i], 0, what);
 		check_stream(z, len, totals[i], 512, what);
-		check_slots(z, len, totals[i], 512, 16, 8, what);
+		check_slots(z, len, totals[i], 512, 1024, 16, 8, what);
 	}
 	free(d);
 	free(z);
@@ -201,8 +220,8 @@ Test(png_inflate_par, truncated_and_bitflipped)
 		copy[at] ^= (uint8_t)(1u << (rnd() % 8));
 		char what[64];
 		snprintf(what, sizeof what, "flip at byte %zu", at);
-		errors += check_slots(copy, len, n, (uint64_t)(i % 3) * 512, i % 2 ? 16 : KILN_INFL_SLOT_SCALE,
-				      i % 2 ? 8 : KILN_INFL_SLOT_PAD, what)
+		errors += check_slots(copy, len, n, (uint64_t)(i % 3) * 512, i % 2 ? 1024 : TARGET,
+				      i % 2 ? 16 : KILN_INFL_SLOT_SCALE, i % 2 ? 8 : KILN_INFL_SLOT_PAD, what)
 				  .rc != KILN_INFL_OK;
 	}
 	cr_expect_gt(errors, 0);
