@@ -69,7 +69,7 @@ struct pd_file {
 	// refused.
 	uint32_t par, cand_cap, ent_cap, spacing, target, slot_scale, slot_pad;
 	uint64_t *cand, *seg_base;
-	kiln_infl_entry *ent;
+	kiln_infl_entry *ent, *ent2; // ent2: kiln_infl_refine's output, copied back
 	kiln_infl_seg *seg, *dec;
 	uint32_t *order, *skip, *par_state;
 	uint16_t *sym, *slots;
@@ -164,7 +164,7 @@ static size_t par_slot_syms(const kiln_pngdec_info *in, uint32_t scale, uint32_t
 static size_t par_bytes(const kiln_pngdec_info *in, uint32_t scale, uint32_t pad)
 {
 	size_t c = par_cand_cap(in), e = par_ent_cap(in);
-	return align256(c * 8) + align256(e * sizeof(kiln_infl_entry)) + align256(e * 8) +
+	return align256(c * 8) + align256(e * sizeof(kiln_infl_entry)) * 2 + align256(e * 8) +
 	       align256(e * sizeof(kiln_infl_seg)) * 2 + align256(e * 4) * 2 +
 	       align256((size_t)in->filtered_size * 2 + 16) + align256(par_slot_syms(in, scale, pad) * 2 + 16);
 }
@@ -1154,73 +1154,157 @@ __global__ void __launch_bounds__(32) pd_par_pass(const pd_file *files, pd_globa
 	}
 }
 
-// 2c'. A thread per file: pieces the probes say are long get more mid entries
-// (kiln_infl_refine), which the probe pass then probes; ...
-__global__ void pd_par_refine(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
-			      uint64_t *fresh)
+// The per-file steps between the passes run a CTA of PF_THREADS per file, each thread a
+// run of entries, with a scan where an entry's result depends on those before it (a thread
+// per file took 0.8-1.4 ms per step for 32 Kodak files: a few hundred entries each, every
+// step a chain of device-memory loads).
+#define PF_THREADS 256
+
+// Exclusive prefix sum of v over the CTA's threads (PF_THREADS of them); *total: the sum.
+__device__ uint64_t cta_scan(uint64_t v, uint64_t *total)
 {
-	uint32_t fi = blockIdx.x * blockDim.x + threadIdx.x;
-	const pd_file *f = par_file(files, count, status, fi);
+	__shared__ uint64_t warp_sum[PF_THREADS / 32];
+	uint32_t lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+	uint64_t incl = v;
+	for (uint32_t d = 1; d < 32; d <<= 1) {
+		uint64_t u = __shfl_up_sync(FULL_MASK, incl, d);
+		incl += lane >= d ? u : 0;
+	}
+	if (lane == 31)
+		warp_sum[wid] = incl;
+	__syncthreads();
+	uint64_t before = 0, all = 0;
+	for (uint32_t w = 0; w < PF_THREADS / 32; w++) {
+		before += w < wid ? warp_sum[w] : 0;
+		all += warp_sum[w];
+	}
+	__syncthreads(); // warp_sum is the next call's
+	*total = all;
+	return before + incl - v;
+}
+
+// This thread's run [*i0, *i1) of n items.
+__device__ void cta_run(uint32_t n, uint32_t *i0, uint32_t *i1)
+{
+	uint32_t per = (n + PF_THREADS - 1) / PF_THREADS;
+	uint64_t a = (uint64_t)threadIdx.x * per, b = a + per;
+	*i0 = (uint32_t)(a < n ? a : n);
+	*i1 = (uint32_t)(b < n ? b : n);
+}
+
+// Appends (file, entry) items to list l: this thread's `mine` of them, which it then
+// writes from the returned index on.
+__device__ uint32_t cta_append(pd_globals *g, int l, uint32_t mine)
+{
+	__shared__ uint32_t at;
+	uint64_t all, before = cta_scan(mine, &all);
+	if (threadIdx.x == 0)
+		at = atomicAdd(&g->items[l], (uint32_t)all);
+	__syncthreads();
+	uint32_t r = at + (uint32_t)before;
+	__syncthreads();
+	return r;
+}
+
+// 2c'. A CTA per file: pieces the probes say are long get more mid entries
+// (kiln_infl_refine's steps), which the probe pass then probes; ...
+__global__ void __launch_bounds__(PF_THREADS) pd_par_refine(const pd_file *files, uint32_t count,
+							   const uint32_t *status, pd_globals *g, uint64_t *fresh)
+{
+	const pd_file *f = par_file(files, count, status, blockIdx.x);
 	if (!f)
 		return;
-	uint32_t n = f->par_state[1];
-	uint32_t m = kiln_infl_refine(f->ent, n, f->ent_cap, (size_t)f->zlib_size - 2, f->target, f->skip);
-	f->par_state[1] = m;
-	if (m == n)
+	uint32_t n = f->par_state[1], i0, i1;
+	size_t len = (size_t)f->zlib_size - 2;
+	uint64_t next, mine = 0, all;
+	cta_run(n, &i0, &i1);
+	for (uint32_t i = i0; i < i1; i++)
+		mine += kiln_infl_refine_adds(f->ent, n, i, len, f->target, &next);
+	uint64_t before = cta_scan(mine, &all), room = f->ent_cap - n;
+	if (all == 0)
 		return;
-	uint32_t w = atomicAdd(&g->items[LIST_FRESH], m - n);
-	for (uint32_t i = 0; i < m; i++)
+	for (uint32_t i = i0; i < i1; i++) {
+		f->skip[i] = i + (uint32_t)(before < room ? before : room); // the new indices
+		before += kiln_infl_refine_adds(f->ent, n, i, len, f->target, &next);
+	}
+	uint32_t m = n + (uint32_t)(all < room ? all : room);
+	__syncthreads();
+	for (uint32_t i = i0; i < i1; i++)
+		kiln_infl_refine_move(f->ent, n, i, len, f->target, f->skip, (i + 1 < n ? f->skip[i + 1] : m) - f->skip[i] - 1,
+				      f->ent2);
+	__syncthreads();
+	cta_run(m, &i0, &i1);
+	uint32_t added = 0;
+	for (uint32_t i = i0; i < i1; i++) {
+		f->ent[i] = f->ent2[i];
+		added += f->ent[i].probes == KILN_INFL_UNPROBED;
+	}
+	uint32_t w = cta_append(g, LIST_FRESH, added);
+	for (uint32_t i = i0; i < i1; i++)
 		if (f->ent[i].probes == KILN_INFL_UNPROBED)
-			fresh[w++] = (uint64_t)fi << 32 | i;
+			fresh[w++] = (uint64_t)blockIdx.x << 32 | i;
+	if (threadIdx.x == 0)
+		f->par_state[1] = m;
 }
 
-// ... then the slots (kiln_infl_slots) and the count pass's items.
-__global__ void pd_par_slots(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
-			     uint64_t *work)
+// ... then the slots (kiln_infl_slots' steps) and the count pass's items.
+__global__ void __launch_bounds__(PF_THREADS) pd_par_slots(const pd_file *files, uint32_t count,
+							  const uint32_t *status, pd_globals *g, uint64_t *work)
 {
-	uint32_t fi = blockIdx.x * blockDim.x + threadIdx.x;
-	const pd_file *f = par_file(files, count, status, fi);
+	const pd_file *f = par_file(files, count, status, blockIdx.x);
 	if (!f)
 		return;
-	uint32_t n = f->par_state[1];
-	uint64_t area = (uint64_t)(8 * (f->zlib_size - 2) * f->slot_scale >> 8) + (uint64_t)f->ent_cap * f->slot_pad;
-	kiln_infl_slots(f->ent, n, (size_t)f->zlib_size - 2, f->slot_scale, f->slot_pad, area);
-	uint32_t w = atomicAdd(&g->items[LIST_COUNT], n);
-	for (uint32_t i = 0; i < n; i++)
-		work[w + i] = (uint64_t)fi << 32 | i;
+	uint32_t n = f->par_state[1], i0, i1;
+	size_t len = (size_t)f->zlib_size - 2;
+	uint64_t area = (8 * (uint64_t)len * f->slot_scale >> 8) + (uint64_t)f->ent_cap * f->slot_pad, mine = 0, all;
+	cta_run(n, &i0, &i1);
+	for (uint32_t i = i0; i < i1; i++)
+		mine += kiln_infl_slot_want(f->ent, n, i, len, f->slot_scale, f->slot_pad);
+	uint64_t wants = cta_scan(mine, &all);
+	for (uint32_t i = i0; i < i1; i++) {
+		uint64_t from = wants < area ? wants : area;
+		wants += kiln_infl_slot_want(f->ent, n, i, len, f->slot_scale, f->slot_pad);
+		f->ent[i].slot = from;
+		f->ent[i].slot_cap = (uint32_t)((wants < area ? wants : area) - from);
+	}
+	uint32_t w = cta_append(g, LIST_COUNT, i1 - i0);
+	for (uint32_t i = i0; i < i1; i++)
+		work[w++] = (uint64_t)blockIdx.x << 32 | i;
 }
 
-// 2e. A thread per file: the chain; its pieces that can be placed from their slots
-// (their results then are the count's less the symbols before the probe they are entered
-// at), and the others, which the decode pass decodes again.
-__device__ bool par_placeable(const pd_file *f, uint32_t c)
+// 2e. A CTA per file: the chain (one thread walks it); its pieces that can be placed from
+// their slots (their results then are the count's less the symbols before the probe they
+// are entered at), and the others, which the decode pass decodes again.
+__global__ void __launch_bounds__(PF_THREADS) pd_par_chain(const pd_file *files, uint32_t count,
+							  const uint32_t *status, pd_globals *g, uint64_t *redo,
+							  uint64_t *place)
 {
-	return kiln_infl_placeable(f->ent, f->seg, c, f->skip[c], f->seg_base[c], f->filtered_size);
-}
-
-__global__ void pd_par_chain(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
-			     uint64_t *redo, uint64_t *place)
-{
-	uint32_t fi = blockIdx.x * blockDim.x + threadIdx.x;
-	const pd_file *f = par_file(files, count, status, fi);
+	const pd_file *f = par_file(files, count, status, blockIdx.x);
 	if (!f)
 		return;
-	uint32_t n = f->par_state[1];
-	uint32_t k = kiln_infl_chain(f->seg, f->ent, n, f->filtered_size, f->order, f->seg_base, f->skip);
-	f->par_state[2] = k;
-	uint32_t placed = 0;
-	for (uint32_t i = 0; i < k; i++)
-		placed += par_placeable(f, f->order[i]);
-	uint32_t p = atomicAdd(&g->items[LIST_PLACE], placed), r = atomicAdd(&g->items[LIST_REDO], k - placed);
-	for (uint32_t i = 0; i < k; i++) {
+	if (threadIdx.x == 0)
+		f->par_state[2] = kiln_infl_chain(f->seg, f->ent, f->par_state[1], f->filtered_size, f->order,
+						  f->seg_base, f->skip);
+	__syncthreads();
+	uint32_t k = f->par_state[2], i0, i1, placed = 0;
+	cta_run(k, &i0, &i1);
+	for (uint32_t i = i0; i < i1; i++) {
 		uint32_t c = f->order[i];
-		if (par_placeable(f, c)) {
+		int ok = kiln_infl_placeable(f->ent, f->seg, c, f->skip[c], f->seg_base[c], f->filtered_size);
+		placed += ok;
+		if (ok) {
 			f->dec[c] = f->seg[c];
 			f->dec[c].out_len -= kiln_infl_before(f->ent, c, f->skip[c]);
-			place[p++] = (uint64_t)fi << 32 | c;
-		} else {
-			redo[r++] = (uint64_t)fi << 32 | c;
 		}
+	}
+	uint32_t p = cta_append(g, LIST_PLACE, placed), r = cta_append(g, LIST_REDO, i1 - i0 - placed);
+	for (uint32_t i = i0; i < i1; i++) {
+		uint32_t c = f->order[i];
+		uint64_t item = (uint64_t)blockIdx.x << 32 | c;
+		if (kiln_infl_placeable(f->ent, f->seg, c, f->skip[c], f->seg_base[c], f->filtered_size))
+			place[p++] = item;
+		else
+			redo[r++] = item;
 	}
 }
 
@@ -1750,6 +1834,8 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 				data += align256((size_t)c * 8);
 				d->ent = (kiln_infl_entry *)(base + data);
 				data += align256((size_t)e * sizeof(kiln_infl_entry));
+				d->ent2 = (kiln_infl_entry *)(base + data);
+				data += align256((size_t)e * sizeof(kiln_infl_entry));
 				d->seg_base = (uint64_t *)(base + data);
 				data += align256((size_t)e * 8);
 				d->seg = (kiln_infl_seg *)(base + data);
@@ -1810,11 +1896,11 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 		unsigned per_file = (c32 + 127) / 128;
 		pd_par_prep<<<per_file, 128, 0, s>>>(d_files, c32, d_status, gl, list[LIST_PROBE]);
 		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_PROBE], tabs, PASS_PROBE, LIST_PROBE, lanes);
-		pd_par_refine<<<per_file, 128, 0, s>>>(d_files, c32, d_status, gl, list[LIST_FRESH]);
+		pd_par_refine<<<c32, PF_THREADS, 0, s>>>(d_files, c32, d_status, gl, list[LIST_FRESH]);
 		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_FRESH], tabs, PASS_PROBE, LIST_FRESH, lanes);
-		pd_par_slots<<<per_file, 128, 0, s>>>(d_files, c32, d_status, gl, list[LIST_COUNT]);
+		pd_par_slots<<<c32, PF_THREADS, 0, s>>>(d_files, c32, d_status, gl, list[LIST_COUNT]);
 		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_COUNT], tabs, PASS_COUNT, LIST_COUNT, lanes);
-		pd_par_chain<<<per_file, 128, 0, s>>>(d_files, c32, d_status, gl, list[LIST_REDO], list[LIST_PLACE]);
+		pd_par_chain<<<c32, PF_THREADS, 0, s>>>(d_files, c32, d_status, gl, list[LIST_REDO], list[LIST_PLACE]);
 		pd_par_place<<<sm_count() * 8, 256, 0, s>>>(d_files, gl, list[LIST_PLACE], list[LIST_REDO]);
 		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_REDO], tabs, PASS_DECODE, LIST_REDO, lanes);
 		pd_par_resolve<<<c32, 1024, 0, s>>>(d_files, d_status);

@@ -614,71 +614,86 @@ KILN_HD uint64_t kiln_infl_estimate(const kiln_infl_entry *e, uint32_t n, uint32
 
 /* Step 1b, after the probes: a pass lasts as long as its longest piece, and pieces of
  * equal stream length differ in output as the data's compression ratio does (Kodak
- * streams: 4 KiB windows inflate 1.8x at the median, 18.6x at most). Pieces expected to
- * make more than `target` symbols (kiln_infl_estimate) get mid entries evenly between
- * their entry and the next (at least KILN_INFL_REFINE_GAP bits apart, none in the last
- * 1 KiB), up to cap entries in all; those have probes == KILN_INFL_UNPROBED until
- * kiln_infl_probe runs for them, and the probes of the entry before them end before them
- * (as kiln_infl_probe's). Entries keep stream order (header indices in src are
- * renumbered). scratch: n words. Returns the new count. */
-KILN_HD uint32_t kiln_infl_refine(kiln_infl_entry *e, uint32_t n, uint32_t cap, size_t len, uint64_t target,
-				  uint32_t *scratch)
+ * streams: 4 KiB windows inflate 1.8x at the median, 18.6x at most). Piece i, expected to
+ * make more than `target` symbols (kiln_infl_estimate), gets this many mid entries evenly
+ * between its entry and the next (at least KILN_INFL_REFINE_GAP bits apart, none in the
+ * last 1 KiB); 0 if not. */
+KILN_HD uint64_t kiln_infl_refine_adds(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len,
+				       uint64_t target, uint64_t *next)
 {
 	uint64_t bits = 8 * (uint64_t)len, last = bits > 8192 ? bits - 8192 : 0;
-	uint32_t total = n;
-	for (uint32_t i = 0; i < n; i++) { /* scratch[i]: entry i's new index */
-		scratch[i] = total - n + i;
-		uint64_t est = target ? kiln_infl_estimate(e, n, i, len) : 0;
-		uint64_t next = i + 1 < n ? e[i + 1].bit : bits;
-		next = next < last ? next : last;
-		if (est <= target || next <= e[i].bit)
-			continue;
-		uint64_t add = (est + target - 1) / target - 1, room = (next - e[i].bit) / KILN_INFL_REFINE_GAP;
-		add = add < room ? add : room;
-		add = add < cap - total ? add : cap - total;
-		total += (uint32_t)add;
+	*next = i + 1 < n ? e[i + 1].bit : bits;
+	*next = *next < last ? *next : last;
+	uint64_t est = target ? kiln_infl_estimate(e, n, i, len) : 0;
+	if (est <= target || *next <= e[i].bit)
+		return 0;
+	uint64_t add = (est + target - 1) / target - 1, room = (*next - e[i].bit) / KILN_INFL_REFINE_GAP;
+	return add < room ? add : room;
+}
+
+/* Step 1b for entry i of e[0, n): itself to out[at[i]] (header indices in src through at[])
+ * and `add` new mid entries after it, with probes == KILN_INFL_UNPROBED until
+ * kiln_infl_probe runs for them; its own probes then end before them (as
+ * kiln_infl_probe's: a decode meets the first entry it can). */
+KILN_HD void kiln_infl_refine_move(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len, uint64_t target,
+				   const uint32_t *at, uint32_t add, kiln_infl_entry *out)
+{
+	uint64_t next;
+	kiln_infl_refine_adds(e, n, i, len, target, &next);
+	kiln_infl_entry *m = &out[at[i]];
+	*m = e[i];
+	m->src = at[e[i].src];
+	for (uint32_t j = 1; j <= add; j++) {
+		kiln_infl_entry *x = &m[j];
+		x->bit = e[i].bit + (next - e[i].bit) * j / (add + 1);
+		x->src = m->src;
+		x->probes = KILN_INFL_UNPROBED;
 	}
-	for (uint32_t i = n; i-- > 0;) {
-		uint32_t at = scratch[i], add = (i + 1 < n ? scratch[i + 1] : total) - at - 1;
-		uint64_t bit = e[i].bit;
-		uint32_t src = scratch[e[i].src];
-		uint64_t next = i + 1 < n ? e[i + 1].bit : bits;
-		next = next < last ? next : last;
-		for (uint32_t j = add; j > 0; j--) {
-			kiln_infl_entry *x = &e[at + j];
-			x->bit = bit + (next - bit) * j / (add + 1);
-			x->src = src;
-			x->probes = KILN_INFL_UNPROBED;
-		}
-		if (at != i)
-			e[at] = e[i];
-		e[at].src = src;
-		/* probes stop before the next entry (a decode meets the first entry it can) */
-		kiln_infl_entry *m = &e[at];
-		while (add > 0 && m->probes > 0 && m->bit + m->off[m->probes - 1] >= e[at + 1].bit)
-			m->probes--;
+	while (add > 0 && m->probes > 0 && m->bit + m->off[m->probes - 1] >= m[1].bit)
+		m->probes--;
+}
+
+/* Step 1b for all of e[0, n) into out[], up to cap entries in all (the first entries'
+ * additions first); at: n words (the entries' new indices). Returns the new count. The
+ * GPU runs the same steps with a thread per entry and a scan (png_dec_cuda.cu). */
+KILN_HD uint32_t kiln_infl_refine(const kiln_infl_entry *e, uint32_t n, uint32_t cap, size_t len, uint64_t target,
+				  uint32_t *at, kiln_infl_entry *out)
+{
+	uint64_t added = 0, next;
+	for (uint32_t i = 0; i < n; i++) {
+		at[i] = i + (uint32_t)(added < cap - n ? added : cap - n);
+		added += kiln_infl_refine_adds(e, n, i, len, target, &next);
 	}
+	uint32_t total = n + (uint32_t)(added < cap - n ? added : cap - n);
+	for (uint32_t i = 0; i < n; i++)
+		kiln_infl_refine_move(e, n, i, len, target, at, (i + 1 < n ? at[i + 1] : total) - at[i] - 1, out);
 	return total;
 }
 
-/* Step 2's slots: entry by entry, the room its piece needs in the file's slot area of
- * `area` symbols: scale / 256 per stream bit to the next entry, or twice the estimate if
- * more (kiln_infl_estimate), and pad more (a piece goes on past the next entry to meet one
- * of its probes); what no longer fits gets less or none (those pieces are decoded again
- * in step 4). */
+/* Step 2's slots: the room piece i needs: scale / 256 symbols per stream bit to the next
+ * entry, or twice the estimate if more (kiln_infl_estimate), and pad more (a piece goes on
+ * past the next entry to meet one of its probes). */
+KILN_HD uint64_t kiln_infl_slot_want(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len, uint32_t scale,
+				     uint32_t pad)
+{
+	uint64_t next = i + 1 < n ? e[i + 1].bit : 8 * (uint64_t)len;
+	uint64_t want = (next - e[i].bit) * scale >> 8, est = 2 * kiln_infl_estimate(e, n, i, len);
+	want = (want > est ? want : est) + pad;
+	return want < 0xFFFFFFFFu ? want : 0xFFFFFFFFu;
+}
+
+/* Step 2's slots, entry after entry in the file's slot area of `area` symbols: what no
+ * longer fits gets less or none (those pieces are decoded again in step 4). Entry i's
+ * slot starts at min(the wants before it, area). */
 KILN_HD void kiln_infl_slots(kiln_infl_entry *e, uint32_t n, size_t len, uint32_t scale, uint32_t pad,
 			     uint64_t area)
 {
-	uint64_t used = 0;
+	uint64_t wants = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t next = i + 1 < n ? e[i + 1].bit : 8 * (uint64_t)len;
-		uint64_t want = ((next - e[i].bit) * scale >> 8), est = 2 * kiln_infl_estimate(e, n, i, len);
-		want = (want > est ? want : est) + pad;
-		want = want < area - used ? want : area - used;
-		want = want < 0xFFFFFFFFu ? want : 0xFFFFFFFFu;
-		e[i].slot = used;
-		e[i].slot_cap = (uint32_t)want;
-		used += want;
+		uint64_t from = wants < area ? wants : area;
+		wants += kiln_infl_slot_want(e, n, i, len, scale, pad);
+		e[i].slot = from;
+		e[i].slot_cap = (uint32_t)((wants < area ? wants : area) - from);
 	}
 }
 

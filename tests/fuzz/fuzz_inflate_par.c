@@ -95,8 +95,8 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 			cand[nc++] = bit;
 	uint32_t cap = nc + (spacing ? (uint32_t)(8 * (uint64_t)len / spacing) : 0) + 1;
 	cap += cap; /* room for kiln_infl_refine */
-	kiln_infl_entry *e = malloc(sizeof *e * cap);
-	KILN_FUZZ_PAR_CHECK(e);
+	kiln_infl_entry *e = malloc(sizeof *e * cap), *refined = malloc(sizeof *e * cap);
+	KILN_FUZZ_PAR_CHECK(e && refined);
 	uint32_t n = kiln_infl_entries(cand, nc, len, spacing, e, cap);
 	KILN_FUZZ_PAR_CHECK(n >= nc && n <= cap && e[0].bit == 0 && e[0].src == 0);
 	for (uint32_t i = 1; i < n; i++)
@@ -106,7 +106,10 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 	uint32_t *skip = calloc(cap, sizeof *skip);
 	KILN_FUZZ_PAR_CHECK(skip);
 	uint32_t before_refine = n;
-	n = kiln_infl_refine(e, n, cap, len, target, skip);
+	n = kiln_infl_refine(e, n, cap, len, target, skip, refined);
+	kiln_infl_entry *swap = e;
+	e = refined;
+	refined = swap;
 	KILN_FUZZ_PAR_CHECK(n >= before_refine && n <= cap && e[0].bit == 0 && e[0].src == 0);
 	for (uint32_t i = 0; i < n; i++) {
 		KILN_FUZZ_PAR_CHECK(i == 0 || (e[i].bit > e[i - 1].bit && e[i].src <= i));
@@ -161,6 +164,7 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 	free(t);
 	free(cand);
 	free(e);
+	free(refined);
 	free(seg);
 	free(dec);
 	free(order);
