@@ -157,7 +157,7 @@ static uint32_t par_target(unsigned debug)
 // Symbols of a parallel-inflate file's slots (kiln_infl_slots) at the given scale and pad.
 static size_t par_slot_syms(const kiln_pngdec_info *in, uint32_t scale, uint32_t pad)
 {
-	return (size_t)((8 * (uint64_t)(in->zlib_size - 2) * scale >> 8) + (uint64_t)par_ent_cap(in) * pad);
+	return (size_t)kiln_infl_slot_area((size_t)in->zlib_size - 2, in->filtered_size, par_ent_cap(in), scale, pad);
 }
 
 // Bytes of a parallel-inflate file's state (after its filtered buffer).
@@ -169,8 +169,8 @@ static size_t par_bytes(const kiln_pngdec_info *in, uint32_t scale, uint32_t pad
 	       align256((size_t)in->filtered_size * 2 + 16) + align256(par_slot_syms(in, scale, pad) * 2 + 16);
 }
 
-// The count's slots of a batch take at most this many bytes (18 per stream byte at full
-// scale: 350 MB for 32 Kodak files); past it they shrink, and the pieces that no longer
+// The count's slots of a batch take at most this many bytes (10 per stream byte and 4 per
+// output byte at full scale: 350 MB for 32 Kodak files); past it they shrink, and the pieces that no longer
 // fit are decoded again (step 4), as all were before there were slots.
 #define PAR_SLOT_BUDGET ((uint64_t)1 << 30)
 
@@ -1256,7 +1256,7 @@ __global__ void __launch_bounds__(PF_THREADS) pd_par_slots(const pd_file *files,
 		return;
 	uint32_t n = f->par_state[1], i0, i1;
 	size_t len = (size_t)f->zlib_size - 2;
-	uint64_t area = (8 * (uint64_t)len * f->slot_scale >> 8) + (uint64_t)f->ent_cap * f->slot_pad, mine = 0, all;
+	uint64_t area = kiln_infl_slot_area(len, f->filtered_size, f->ent_cap, f->slot_scale, f->slot_pad), mine = 0, all;
 	cta_run(n, &i0, &i1);
 	for (uint32_t i = i0; i < i1; i++)
 		mine += kiln_infl_slot_want(f->ent, n, i, len, f->slot_scale, f->slot_pad);

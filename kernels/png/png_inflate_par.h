@@ -77,10 +77,13 @@
  * fallback). */
 #define KILN_INFL_ROAM 32768u
 #define KILN_INFL_GAVE_UP 200
-/* Slots of step 2 (kiln_infl_slot): a symbol per stream bit (8 per byte: Kodak streams
- * inflate 1.8x, 5.4x at the 99.9th percentile of 4 KiB windows, 18.6x at most) and 512
- * more per entry; a piece that does not fit is decoded again in step 4. */
-#define KILN_INFL_SLOT_SCALE 256u
+/* Slots of step 2 (kiln_infl_slots): a file's slot area holds, at the scale of 256, 8
+ * symbols per stream byte and 4 per output symbol, and KILN_INFL_SLOT_PAD per entry; at
+ * KILN_INFL_SLOT_SCALE, half that. A piece wants twice its estimate (kiln_infl_estimate)
+ * or 4 symbols per stream byte if more (Kodak streams inflate 1.8x, 5.4x at the 99.9th
+ * percentile of 4 KiB windows, 18.6x at most); one that does not fit is decoded again in
+ * step 4. */
+#define KILN_INFL_SLOT_SCALE 128u
 #define KILN_INFL_SLOT_PAD 512u
 #define KILN_INFL_UNPROBED 0xFFFFFFFFu
 /* Bits between the mid entries kiln_infl_refine adds, at least (a few dozen symbols). */
@@ -92,8 +95,10 @@ typedef struct kiln_infl_entry {
 	uint64_t slot;     /* step 2: where its symbols go in the file's slot area ... */
 	uint32_t slot_cap; /* ... and how many fit (kiln_infl_slots) */
 	uint32_t src;      /* mid entry: the header entry whose tables it decodes with */
-	uint32_t probes;   /* mid entry: boundaries recorded (0: no decode can meet it;
-			      KILN_INFL_UNPROBED: added by kiln_infl_refine, not probed yet) */
+	uint32_t probes;   /* boundaries recorded (0: none; KILN_INFL_UNPROBED: added by
+			      kiln_infl_refine, not probed yet); a mid entry's are where a
+			      decode may meet it, a header entry's (after its header) only
+			      tell its rate (kiln_infl_estimate) */
 	uint16_t off[KILN_INFL_PROBES]; /* the boundaries, in bits after `bit` (off[0] = 0) */
 	uint16_t cum[KILN_INFL_PROBES]; /* output symbols before each */
 } kiln_infl_entry;
@@ -402,27 +407,37 @@ KILN_HD uint32_t kiln_infl_entries(const uint64_t *cand, uint32_t ncand, size_t 
 	return n;
 }
 
-/* Step 1 for mid entry i of e[0, n): its first symbol boundaries (with the tables of its
- * header entry) before the next entry and 64 bits before the input's end, and the output
- * before each; none when the header entry is no Huffman block. A header entry has none. */
+/* Step 1 for entry i of e[0, n): its first symbol boundaries (a mid entry's with the
+ * tables of its header entry; a header entry's after its header) before the next entry
+ * and 64 bits before the input's end, and the output before each; none when the header
+ * is no Huffman block's. */
 KILN_HD void kiln_infl_probe(kiln_inflate_tables *t, const uint8_t *in, size_t len, kiln_infl_entry *e,
 			     uint32_t n, uint32_t i)
 {
 	kiln_infl_entry *m = &e[i];
-	uint32_t bfinal;
+	uint32_t bfinal, btype, stored;
+	kiln_bits b;
 	m->probes = 0;
-	if (m->src == i || !kiln_infl_tables_at(t, in, len, e[m->src].bit, &bfinal))
-		return;
+	if (m->src == i) {
+		kiln_bits_init_at(&b, in, len, m->bit);
+		if (kiln_infl_block_header(t, &b, &bfinal, &btype, &stored) != KILN_INFL_OK || btype == 0 ||
+		    !kiln_bits_ok(&b))
+			return;
+	} else {
+		if (!kiln_infl_tables_at(t, in, len, e[m->src].bit, &bfinal))
+			return;
+		kiln_bits_init_at(&b, in, len, m->bit);
+	}
 	uint64_t end = 8 * (uint64_t)len;
 	end = end > 64 ? end - 64 : 0;
 	if (i + 1 < n && e[i + 1].bit < end)
 		end = e[i + 1].bit;
-	kiln_bits b;
-	kiln_bits_init_at(&b, in, len, m->bit);
 	uint32_t out = 0;
 	for (uint32_t k = 0; k < KILN_INFL_PROBES; k++) {
 		uint64_t at = kiln_bits_position(&b);
 		if (at >= end)
+			break;
+		if (at - m->bit > 0xFFFFu)
 			break;
 		m->off[k] = (uint16_t)(at - m->bit);
 		m->cum[k] = (uint16_t)out;
@@ -601,15 +616,16 @@ KILN_HD uint32_t kiln_infl_chain(const kiln_infl_seg *seg, const kiln_infl_entry
 }
 
 /* The symbols piece i of e[0, n) (a stream of len bytes) is expected to make up to the
- * next entry: its probes' symbols per bit times the bits to there (a header entry takes
- * the rate of the mid entry after it in its block); 0 when there is nothing to go by. */
+ * next entry: its probes' symbols per bit times the bits to there; 0 when there is
+ * nothing to go by. */
 KILN_HD uint64_t kiln_infl_estimate(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len)
 {
+	const kiln_infl_entry *m = &e[i];
 	uint64_t next = i + 1 < n ? e[i + 1].bit : 8 * (uint64_t)len;
-	const kiln_infl_entry *r = e[i].src != i ? &e[i] : i + 1 < n && e[i + 1].src == i ? &e[i + 1] : NULL;
-	if (!r || r->probes < 2 || r->probes == KILN_INFL_UNPROBED || r->off[r->probes - 1] == 0)
+	if (m->probes < 2 || m->probes == KILN_INFL_UNPROBED)
 		return 0;
-	return (next - e[i].bit) * r->cum[r->probes - 1] / r->off[r->probes - 1];
+	uint32_t bits = m->off[m->probes - 1] - m->off[0], syms = m->cum[m->probes - 1] - m->cum[0];
+	return bits ? (next - m->bit) * syms / bits : 0;
 }
 
 /* Step 1b, after the probes: a pass lasts as long as its longest piece, and pieces of
@@ -668,6 +684,13 @@ KILN_HD uint32_t kiln_infl_refine(const kiln_infl_entry *e, uint32_t n, uint32_t
 	for (uint32_t i = 0; i < n; i++)
 		kiln_infl_refine_move(e, n, i, len, target, at, (i + 1 < n ? at[i + 1] : total) - at[i] - 1, out);
 	return total;
+}
+
+/* Symbols of a file's slot area for a stream of len bytes, total output symbols and cap
+ * entries at most. */
+KILN_HD uint64_t kiln_infl_slot_area(size_t len, uint64_t total, uint32_t cap, uint32_t scale, uint32_t pad)
+{
+	return ((8 * (uint64_t)len + 4 * total) * scale >> 8) + (uint64_t)cap * pad;
 }
 
 /* Step 2's slots: the room piece i needs: scale / 256 symbols per stream bit to the next

@@ -122,7 +122,7 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 	uint32_t *order = calloc(n, sizeof *order);
 	uint64_t *base = calloc(n, sizeof *base);
 	uint16_t *sym = malloc(2 * (size_t)total + 2);
-	size_t area_len = (size_t)((8 * (uint64_t)len * scale >> 8) + (uint64_t)n * pad);
+	size_t area_len = (size_t)kiln_infl_slot_area(len, total, n, scale, pad);
 	uint16_t *area = malloc(2 * area_len + 2);
 	KILN_FUZZ_PAR_CHECK(seg && dec && order && base && sym && area);
 	kiln_infl_slots(e, n, len, scale, pad, area_len);

@@ -156,8 +156,12 @@ Test(png_inflate_par, zlib_levels_and_strategies)
 				cr_assert(r.segments >= 2 && !r.serial, "%s: %u pieces, serial %d", what, r.segments, r.serial);
 			if (level > 0 && strategies[s] == Z_FIXED)
 				cr_assert(r.serial, "%s: %u pieces", what, r.segments);
+			/* pieces placed from their slots: most, except with slots too small, and
+			 * fewer with Z_RLE and Z_HUFFMAN_ONLY, where more mid entries are not met
+			 * (a piece that runs on past them outgrows its slot) */
+			unsigned most = strategies[s] == Z_RLE || strategies[s] == Z_HUFFMAN_ONLY ? 7 : 8;
 			if (level > 0 && strategies[s] != Z_FIXED)
-				cr_assert(tiny ? r.placed * 2 < r.segments : r.placed * 10 >= r.segments * 9,
+				cr_assert(tiny ? r.placed * 2 < r.segments : r.placed * 10 >= r.segments * most,
 					  "%s: %u of %u pieces placed", what, r.placed, r.segments);
 			free(z);
 		}
