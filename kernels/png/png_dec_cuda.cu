@@ -1129,8 +1129,8 @@ __device__ const pd_file *par_item(const pd_file *files, uint64_t w, uint32_t *i
 	return f;
 }
 
-__global__ void __launch_bounds__(32) pd_par_pass(const pd_file *files, pd_globals *g, const uint64_t *work,
-						 kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
+__device__ __forceinline__ void par_pass(const pd_file *files, pd_globals *g, const uint64_t *work,
+					 kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
 {
 	if (threadIdx.x >= lanes)
 		return;
@@ -1152,6 +1152,20 @@ __global__ void __launch_bounds__(32) pd_par_pass(const pd_file *files, pd_globa
 			kiln_infl_piece(t, in, len, f->ent, n, i, f->skip[i], f->sym + f->seg_base[i], SIZE_MAX,
 					f->seg_base[i], f->filtered_size, &f->dec[i]);
 	}
+}
+
+__global__ void __launch_bounds__(32) pd_par_pass(const pd_file *files, pd_globals *g, const uint64_t *work,
+						 kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
+{
+	par_pass(files, g, work, tables, pass, list, lanes);
+}
+
+// The same held to 64 registers (32 warps an SM instead of 16, with spills): debug flag
+// bit 27, for A/B runs.
+__global__ void __launch_bounds__(32, 32) pd_par_pass_wide(const pd_file *files, pd_globals *g, const uint64_t *work,
+							  kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
+{
+	par_pass(files, g, work, tables, pass, list, lanes);
 }
 
 // The per-file steps between the passes run a CTA of PF_THREADS per file, each thread a
@@ -1894,15 +1908,16 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 		pd_par_scan<<<sg, 256, 0, s>>>(d_files, d_status, gl, surv, (uint32_t)l.surv_cap);
 		pd_par_verify<<<sm_count() * 8, 256, 0, s>>>(d_files, gl, surv, (uint32_t)l.surv_cap);
 		unsigned per_file = (c32 + 127) / 128;
+		auto pass_kernel = (g_debug >> 27) & 1u ? pd_par_pass_wide : pd_par_pass;
 		pd_par_prep<<<per_file, 128, 0, s>>>(d_files, c32, d_status, gl, list[LIST_PROBE]);
-		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_PROBE], tabs, PASS_PROBE, LIST_PROBE, lanes);
+		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_PROBE], tabs, PASS_PROBE, LIST_PROBE, lanes);
 		pd_par_refine<<<c32, PF_THREADS, 0, s>>>(d_files, c32, d_status, gl, list[LIST_FRESH]);
-		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_FRESH], tabs, PASS_PROBE, LIST_FRESH, lanes);
+		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_FRESH], tabs, PASS_PROBE, LIST_FRESH, lanes);
 		pd_par_slots<<<c32, PF_THREADS, 0, s>>>(d_files, c32, d_status, gl, list[LIST_COUNT]);
-		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_COUNT], tabs, PASS_COUNT, LIST_COUNT, lanes);
+		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_COUNT], tabs, PASS_COUNT, LIST_COUNT, lanes);
 		pd_par_chain<<<c32, PF_THREADS, 0, s>>>(d_files, c32, d_status, gl, list[LIST_REDO], list[LIST_PLACE]);
 		pd_par_place<<<sm_count() * 8, 256, 0, s>>>(d_files, gl, list[LIST_PLACE], list[LIST_REDO]);
-		pd_par_pass<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_REDO], tabs, PASS_DECODE, LIST_REDO, lanes);
+		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_REDO], tabs, PASS_DECODE, LIST_REDO, lanes);
 		pd_par_resolve<<<c32, 1024, 0, s>>>(d_files, d_status);
 	}
 	if (timed)
