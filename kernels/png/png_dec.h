@@ -130,7 +130,7 @@ kiln_status kiln_pngdec_gpu_status(const kiln_pngdec_gpu_file *files, size_t cou
  * kernels/png/png_inflate_par.h describes; bits 16-20, when not 0, log2 of the bits between
  * its mid entries, at least 4096; bits 21-22 log2 of the lanes of a warp that run pieces,
  * at most 2; bits 23-26 log2 of the symbols past which a piece is split; bit 27 the pass
- * kernel held to 64 registers), 4 counts clocks (kiln_pngdec_gpu_prof reads and
+ * kernel with 128 registers instead of 64), 4 counts clocks (kiln_pngdec_gpu_prof reads and
  * clears them), 2 times the four kernels of the following calls (kiln_pngdec_gpu_phase_ms:
  * the last call's). Not for production use: flags are global to the process. */
 void kiln_pngdec_gpu_debug(unsigned flags);

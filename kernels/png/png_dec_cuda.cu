@@ -147,7 +147,7 @@ enum par_list { LIST_PROBE, LIST_FRESH, LIST_COUNT, LIST_REDO, LIST_PLACE, PAR_L
 
 // Pieces are split where the probes say they would make more than this many symbols
 // (kiln_infl_refine); the debug flags' bits 23-26, when set, give its log2 (A/B runs).
-#define PAR_TARGET 16384u
+#define PAR_TARGET 8192u
 static uint32_t par_target(unsigned debug)
 {
 	uint32_t lg = (debug >> 23) & 15u;
@@ -1154,16 +1154,17 @@ __device__ __forceinline__ void par_pass(const pd_file *files, pd_globals *g, co
 	}
 }
 
-__global__ void __launch_bounds__(32) pd_par_pass(const pd_file *files, pd_globals *g, const uint64_t *work,
-						 kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
+// Held to 64 registers, so that 32 warps of an SM run pieces instead of 16 (with 128
+// registers and no spills): a few percent faster with spills of 800 B (H100, 32 Kodak
+// files). Debug flag bit 27 runs the kernel with 128 registers (pd_par_pass_roomy).
+__global__ void __launch_bounds__(32, 32) pd_par_pass(const pd_file *files, pd_globals *g, const uint64_t *work,
+						     kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
 {
 	par_pass(files, g, work, tables, pass, list, lanes);
 }
 
-// The same held to 64 registers (32 warps an SM instead of 16, with spills): debug flag
-// bit 27, for A/B runs.
-__global__ void __launch_bounds__(32, 32) pd_par_pass_wide(const pd_file *files, pd_globals *g, const uint64_t *work,
-							  kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
+__global__ void __launch_bounds__(32) pd_par_pass_roomy(const pd_file *files, pd_globals *g, const uint64_t *work,
+						       kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
 {
 	par_pass(files, g, work, tables, pass, list, lanes);
 }
@@ -1908,7 +1909,7 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 		pd_par_scan<<<sg, 256, 0, s>>>(d_files, d_status, gl, surv, (uint32_t)l.surv_cap);
 		pd_par_verify<<<sm_count() * 8, 256, 0, s>>>(d_files, gl, surv, (uint32_t)l.surv_cap);
 		unsigned per_file = (c32 + 127) / 128;
-		auto pass_kernel = (g_debug >> 27) & 1u ? pd_par_pass_wide : pd_par_pass;
+		auto pass_kernel = (g_debug >> 27) & 1u ? pd_par_pass_roomy : pd_par_pass;
 		pd_par_prep<<<per_file, 128, 0, s>>>(d_files, c32, d_status, gl, list[LIST_PROBE]);
 		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_PROBE], tabs, PASS_PROBE, LIST_PROBE, lanes);
 		pd_par_refine<<<c32, PF_THREADS, 0, s>>>(d_files, c32, d_status, gl, list[LIST_FRESH]);

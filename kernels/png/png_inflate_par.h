@@ -367,16 +367,19 @@ KILN_HD int kiln_infl_stored16(kiln_bits *b, uint32_t len, const kiln_infl_sink 
 	return n < len ? KILN_INFL_ERR_TRUNCATED : KILN_INFL_OK;
 }
 
-/* The tables of the block whose header starts at stream bit `bit` (*bfinal: its BFINAL);
- * 0 when that is not a Huffman block with a valid header. */
+/* The tables of the block whose header starts at stream bit `bit` (*bfinal: its BFINAL;
+ * *data: where its Huffman data starts); 0 when that is not a Huffman block with a valid
+ * header. */
 KILN_HD int kiln_infl_tables_at(kiln_inflate_tables *t, const uint8_t *in, size_t len, uint64_t bit,
-				uint32_t *bfinal)
+				uint32_t *bfinal, uint64_t *data)
 {
 	kiln_bits b;
 	uint32_t btype, stored;
 	kiln_bits_init_at(&b, in, len, bit);
-	return kiln_infl_block_header(t, &b, bfinal, &btype, &stored) == KILN_INFL_OK && btype != 0 &&
-	       kiln_bits_ok(&b);
+	int ok = kiln_infl_block_header(t, &b, bfinal, &btype, &stored) == KILN_INFL_OK && btype != 0 &&
+		 kiln_bits_ok(&b);
+	*data = kiln_bits_position(&b);
+	return ok;
 }
 
 /* Step 1: the sorted candidates cand[0, ncand) (cand[0] == 0) and a mid entry every
@@ -424,8 +427,9 @@ KILN_HD void kiln_infl_probe(kiln_inflate_tables *t, const uint8_t *in, size_t l
 		    !kiln_bits_ok(&b))
 			return;
 	} else {
-		if (!kiln_infl_tables_at(t, in, len, e[m->src].bit, &bfinal))
-			return;
+		uint64_t data;
+		if (!kiln_infl_tables_at(t, in, len, e[m->src].bit, &bfinal, &data) || m->bit < data)
+			return; /* inside the header: no decode meets it */
 		kiln_bits_init_at(&b, in, len, m->bit);
 	}
 	uint64_t end = 8 * (uint64_t)len;
@@ -520,7 +524,8 @@ KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t l
 	r->final = 0;
 	r->stop = KILN_INFL_NO_STOP;
 	r->probe = 0;
-	if (inside && !kiln_infl_tables_at(t, in, len, hdr, &bfinal)) {
+	uint64_t data;
+	if (inside && !kiln_infl_tables_at(t, in, len, hdr, &bfinal, &data)) {
 		rc = KILN_INFL_ERR_DATA; /* a mid entry after a stored block's header: no decode meets it */
 		kiln_bits_init_at(&b, in, len, me->bit);
 		goto done;
@@ -615,13 +620,25 @@ KILN_HD uint32_t kiln_infl_chain(const kiln_infl_seg *seg, const kiln_infl_entry
 	return k;
 }
 
-/* The symbols piece i of e[0, n) (a stream of len bytes) is expected to make up to the
- * next entry: its probes' symbols per bit times the bits to there; 0 when there is
- * nothing to go by. */
+/* Where piece i of e[0, n) (a stream of len bytes) is expected to hand over: the next
+ * entry a decode can meet (a header entry, or a mid entry with probes or not probed yet;
+ * a mid entry inside a block's header has none, and the piece of that header's entry
+ * runs past it). */
+KILN_HD uint64_t kiln_infl_reach(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len)
+{
+	uint32_t j = i + 1;
+	while (j < n && e[j].src != j && e[j].probes == 0)
+		j++;
+	return j < n ? e[j].bit : 8 * (uint64_t)len;
+}
+
+/* The symbols piece i of e[0, n) (a stream of len bytes) is expected to make: its probes'
+ * symbols per bit times the bits to its reach (kiln_infl_reach); 0 when there is nothing
+ * to go by. */
 KILN_HD uint64_t kiln_infl_estimate(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len)
 {
 	const kiln_infl_entry *m = &e[i];
-	uint64_t next = i + 1 < n ? e[i + 1].bit : 8 * (uint64_t)len;
+	uint64_t next = kiln_infl_reach(e, n, i, len);
 	if (m->probes < 2 || m->probes == KILN_INFL_UNPROBED)
 		return 0;
 	uint32_t bits = m->off[m->probes - 1] - m->off[0], syms = m->cum[m->probes - 1] - m->cum[0];
@@ -693,13 +710,13 @@ KILN_HD uint64_t kiln_infl_slot_area(size_t len, uint64_t total, uint32_t cap, u
 	return ((8 * (uint64_t)len + 4 * total) * scale >> 8) + (uint64_t)cap * pad;
 }
 
-/* Step 2's slots: the room piece i needs: scale / 256 symbols per stream bit to the next
- * entry, or twice the estimate if more (kiln_infl_estimate), and pad more (a piece goes on
+/* Step 2's slots: the room piece i needs: scale / 256 symbols per stream bit to its reach
+ * (kiln_infl_reach), or twice the estimate if more (kiln_infl_estimate), and pad more (a piece goes on
  * past the next entry to meet one of its probes). */
 KILN_HD uint64_t kiln_infl_slot_want(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len, uint32_t scale,
 				     uint32_t pad)
 {
-	uint64_t next = i + 1 < n ? e[i + 1].bit : 8 * (uint64_t)len;
+	uint64_t next = kiln_infl_reach(e, n, i, len);
 	uint64_t want = (next - e[i].bit) * scale >> 8, est = 2 * kiln_infl_estimate(e, n, i, len);
 	want = (want > est ? want : est) + pad;
 	return want < 0xFFFFFFFFu ? want : 0xFFFFFFFFu;
