@@ -147,7 +147,7 @@ enum par_list { LIST_PROBE, LIST_FRESH, LIST_COUNT, LIST_REDO, LIST_PLACE, PAR_L
 
 // Pieces are split where the probes say they would make more than this many symbols
 // (kiln_infl_refine); the debug flags' bits 23-26, when set, give its log2 (A/B runs).
-#define PAR_TARGET 8192u
+#define PAR_TARGET 16384u
 static uint32_t par_target(unsigned debug)
 {
 	uint32_t lg = (debug >> 23) & 15u;
