@@ -19,17 +19,22 @@
  * Entries split Kodak-like streams, whose blocks hold tens to hundreds of KB, into pieces
  * of about `spacing` bits, so that thousands of threads share the work evenly. The steps:
  *  1. candidates (kiln_infl_block_start), sorted, merged with the mid entries
- *     (kiln_infl_entries); the mid entries' probes (kiln_infl_probe);
- *  2. count: from each entry, blocks are decoded (no output) until one ends exactly on a
- *     later header entry, the decode meets a later mid entry's probe (as above), the final
- *     block ends, or an error; the output length and the meeting point are noted;
+ *     (kiln_infl_entries); the entries' probes (kiln_infl_probe); more mid entries where
+ *     the probes' rate says a piece would make many symbols (kiln_infl_refine), probed in
+ *     turn;
+ *  2. count: from each entry, blocks are decoded until one ends exactly on a later header
+ *     entry, the decode meets a later mid entry's probe (as above), the final block ends,
+ *     or an error; the output length and the meeting point are noted, and the symbols go
+ *     to the entry's slot (kiln_infl_slots) as step 4 writes them, except that a match
+ *     reading one of a mid entry's first symbols writes a reference (KILN_INFL_REF);
  *  3. chain: from bit 0 the pieces that really follow each other (a false candidate or a
  *     mid entry no true decode meets is never reached), with their output offsets and
  *     the probe each is entered at (kiln_infl_chain);
- *  4. decode: each piece of the chain again, from the probe it is entered at, into 16-bit
- *     symbols at its offset: a byte, or a marker for a byte of the 32 KiB before the
- *     piece, which another piece produces (a match reaching back copies the marker;
- *     KILN_INFL_MARK);
+ *  4. decode: each piece of the chain, from the probe it is entered at, as 16-bit symbols
+ *     at its offset: a byte, or a marker for a byte of the 32 KiB before the piece, which
+ *     another piece produces (a match reaching back copies the marker; KILN_INFL_MARK);
+ *     taken from its slot where all of it is there (kiln_infl_placeable,
+ *     kiln_infl_unslot), else decoded again;
  *  5. resolve: piece after piece, the markers are replaced by the bytes they name (all of
  *     which precede the piece, so the bytes of one piece resolve in parallel);
  *  6. verdict: the first piece in stream order that failed decides, as the serial
@@ -395,6 +400,8 @@ KILN_HD uint32_t kiln_infl_entries(const uint64_t *cand, uint32_t ncand, size_t 
 		int take_cand = c < ncand && (spacing == 0 || mid + 8192 >= bits || cand[c] <= mid);
 		kiln_infl_entry *x = &e[n];
 		x->probes = 0;
+		x->off[0] = 0;
+		x->cum[0] = 0;
 		if (take_cand) {
 			if (spacing > 0 && cand[c] == mid)
 				mid += spacing;
@@ -421,6 +428,8 @@ KILN_HD void kiln_infl_probe(kiln_inflate_tables *t, const uint8_t *in, size_t l
 	uint32_t bfinal, btype, stored;
 	kiln_bits b;
 	m->probes = 0;
+	m->off[0] = 0; /* where a count from the entry starts, probed or not */
+	m->cum[0] = 0;
 	if (m->src == i) {
 		kiln_bits_init_at(&b, in, len, m->bit);
 		if (kiln_infl_block_header(t, &b, &bfinal, &btype, &stored) != KILN_INFL_OK || btype == 0 ||
@@ -681,6 +690,8 @@ KILN_HD void kiln_infl_refine_move(const kiln_infl_entry *e, uint32_t n, uint32_
 		x->bit = e[i].bit + (next - e[i].bit) * j / (add + 1);
 		x->src = m->src;
 		x->probes = KILN_INFL_UNPROBED;
+		x->off[0] = 0;
+		x->cum[0] = 0;
 	}
 	while (add > 0 && m->probes > 0 && m->bit + m->off[m->probes - 1] >= m[1].bit)
 		m->probes--;
