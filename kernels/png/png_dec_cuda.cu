@@ -1277,10 +1277,9 @@ __global__ void __launch_bounds__(PF_THREADS) pd_par_slots(const pd_file *files,
 		mine += kiln_infl_slot_want(f->ent, n, i, len, f->slot_scale, f->slot_pad);
 	uint64_t wants = cta_scan(mine, &all);
 	for (uint32_t i = i0; i < i1; i++) {
-		uint64_t from = wants < area ? wants : area;
-		wants += kiln_infl_slot_want(f->ent, n, i, len, f->slot_scale, f->slot_pad);
-		f->ent[i].slot = from;
-		f->ent[i].slot_cap = (uint32_t)((wants < area ? wants : area) - from);
+		uint64_t want = kiln_infl_slot_want(f->ent, n, i, len, f->slot_scale, f->slot_pad);
+		kiln_infl_slot_at(f->ent, n, i, wants, want, area);
+		wants += want;
 	}
 	uint32_t w = cta_append(g, LIST_COUNT, i1 - i0);
 	for (uint32_t i = i0; i < i1; i++)
