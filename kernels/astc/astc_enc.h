@@ -6,20 +6,22 @@
  *  - partitionings ("fits"): one partition with one weight plane; one partition with a
  *    second plane for the channel farthest from the principal line (every varying
  *    channel at high); 2 partitions: the seeds whose patterns best match a 2-means
- *    clustering, re-ranked by the residual of a line fit per partition, the best 1 / 3 / 6
+ *    clustering, re-ranked by the residual of a line fit per partition, the best 1 / 2 / 6
  *    (fast / medium / high) searched in full (at high also the best one with a second
  *    plane); 3 and 4 partitions likewise from a k-means clustering (patterns matched
  *    under the best relabelling), at medium (1 + 1 searched) and high (2 + 1), only for
  *    blocks still far off, not at fast; fast and medium try the second plane and 2
- *    partitions only for blocks that one partition leaves far off, fast also only where
- *    the block's line leaves a large residual (astc_enc_effort_of);
+ *    partitions only for blocks that one partition leaves far off, and the second plane
+ *    (fast also 2 partitions) only where the block's line leaves a large residual
+ *    (astc_enc_effort_of);
  *  - per fit, the block modes are first ranked without encoding (astc_enc_estimate):
  *    ideal weights decimated to each grid (least squares by correction steps), then per
  *    mode the error of quantising them and an expected endpoint quantisation error for
  *    each endpoint kind; the best 3 / 16 / 32 (mode, kind) candidates are encoded exactly
  *    once, the best 1 / 3 / 4 of those refined (alternating endpoint least squares and
  *    weight re-projection; not at fast) and polished (each grid weight and colour value
- *    moved one quantisation level while the exact error falls);
+ *    moved one quantisation level while the exact error falls; at medium only those
+ *    refined to within 1.25x of the best error so far);
  *  - endpoint kinds: direct (CEM 8 RGB, 12 RGBA), base+scale (CEM 6 RGB, 10 RGB with
  *    two alphas), which leave more bits for colour precision, and luminance (CEM 0 L,
  *    4 L+alpha) for gray blocks; under the first two a gray partition (R = G = B) among
@@ -97,6 +99,9 @@ typedef struct astc_enc_effort {
 	uint8_t p2_rgate;   /* 2 partitions only where the residual of all channels exceeds this
 			       per texel ... */
 	uint8_t p2_rfrac;   /* ... and that residual times p2_rfrac exceeds the error so far */
+	uint8_t dual_share; /* grid_share for the modes with a second plane */
+	uint8_t polish_gate; /* polishes a refined candidate only where its error times 16 is
+				below the best error so far times polish_gate (0: every one) */
 } astc_enc_effort;
 
 /* fast aims at astcenc -fast quality and spends what it had above it on speed: it
@@ -113,20 +118,44 @@ typedef struct astc_enc_effort {
  * error, 12% in the order of the largest residual). Full Kodak set,
  * 2026-11-22: +0.003 to +0.099 dB over astcenc -fast (RGB), 2.1-3.8x faster than
  * before, 0.54-0.77x astcenc per core (docs/PERFORMANCE.md, ASTC). No 3 and 4
- * partitions. Medium skips the second plane and 2 partitions for blocks under 2 and 8
- * per texel (-0.05 dB at 4x4, 2.6x faster there); medium and high try 3 and 4
- * partitions (and high the second plane with 2 partitions) only for blocks still far
- * off (smooth blocks rarely gain); medium tries 4 partitions only where 3 won or the
- * error is still above 16 times the gate. */
+ * partitions.
+ *
+ * medium aims at astcenc -medium quality; it was 0.02-0.32 dB above it and 3-10x slower
+ * per core, and its thinnest margin (RGB 8x8, +0.02 dB) bounds what it can give up. Its
+ * time went to the 2-4 partition stage (up to 5 full searches, for 86% of the blocks at
+ * 8x8) and the second plane. Changes, each measured alone on 24 Kodak centre crops
+ * (dB at 8x8 for the share of instructions saved there; docs/PERFORMANCE.md, ASTC):
+ *  - the second plane only where the largest channel residual off the block's line is
+ *    above a quarter of the error (dual_rfrac 4; at 8x8 95% of its gain took 16% of its
+ *    time in that order, 45% in the order of the error): -0.002 dB, 17% fewer;
+ *  - the best 2 of the 16 2-partition seeds searched in full (was 3), 4 partitions only
+ *    where 3 won or the error is above 32 times the gate (was 16). The residual gates
+ *    of fast do not carry over: ranked by the line's residual, 90% of medium's
+ *    2-partition gain at 8x8 took 40% of the stage's time, about as ranked by the error
+ *    (37%; in 10 of the 25 blocks that gained most the residual was under a fifth of the
+ *    error, the rest being weight decimation and quantisation), and most 8x8 blocks pass
+ *    an error gate, so the searches per block are fewer instead. The error gates stay
+ *    at 8 and 16 per texel: at 16 and 32 (the first alone: 7-12% fewer instructions) the
+ *    smooth Kodak crop of tests/unit/test_astc.c got no 2- and 3-partition blocks;
+ *  - one refinement round (was 2; -0.005 dB), 2 correction steps to rank the modes
+ *    (was 4; -0.002 and -0.010 dB for the two steps), single-plane grids of at least a
+ *    third of the texels per partition (-0.001 dB, 9% fewer) and second-plane grids of
+ *    at least a sixth (a third cost 0.12 dB on RGBA 8x8, whose alpha plane needs the
+ *    small grids);
+ *  - a refined candidate polished only where its error is within 1.25x of the best so
+ *    far (polish_gate 20): -0.010 dB at 8x8 for 17% fewer instructions.
+ * medium and high try 3 and 4 partitions (and high the second plane with 2 partitions)
+ * only for blocks still far off (smooth blocks rarely gain). */
 KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
 {
 	/* cand keep iterations passes est_steps grid_steps grid_share, dual_tries dual_gate,
 	 * p2_gate p2_tries p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult,
-	 * dual_rgate dual_rfrac p2_rgate p2_rfrac */
-	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2};
-	const astc_enc_effort medium = {16, 3, 2, 4, 4, 4, 0, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 3, 0, 16, 4, 1, 4, 1, 16, 0, 0, 0, 0};
+	 * dual_rgate dual_rfrac p2_rgate p2_rfrac, dual_share polish_gate */
+	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0};
+	const astc_enc_effort medium = {16, 3, 1, 4, 2, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
+					0, 4, 0, 0, 6, 20};
 	const astc_enc_effort high = {ASTC_ENC_MAX_CAND, ASTC_ENC_SHORTLIST, 3, 4, 4, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
-				      6, 1, 4, 16, 2, 16, 1, 0, 0, 0, 0, 0};
+				      6, 1, 4, 16, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
 }
 
@@ -1485,7 +1514,8 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			continue;
 		const astc_enc_grid *gr = &ctx->grids[g];
 		int ng = gr->w * gr->h;
-		if (ef->grid_share && ng * ef->grid_share * parts < n)
+		int share = dual ? ef->dual_share : ef->grid_share;
+		if (share && ng * share * parts < n)
 			continue;
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
@@ -1626,6 +1656,13 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 		}
 		if (e == UINT32_MAX)
 			continue;
+		if (ef->polish_gate && (uint64_t)e * 16 >= (uint64_t)*best_err * ef->polish_gate) {
+			if (e < *best_err) {
+				*best_err = e;
+				*best = cand;
+			}
+			continue;
+		}
 		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], &cand, e, ef->passes);
 		if (e < *best_err) {
 			*best_err = e;
