@@ -1114,7 +1114,7 @@ __global__ void pd_par_prep(const pd_file *files, uint32_t count, const uint32_t
 		work[w + i] = (uint64_t)fi << 32 | i;
 }
 
-// 2c/2d/2g. The probe (pass 0), count (1) and decode (2) passes: pool threads (`lanes` of
+// 2c/2f/2i. The probe (pass 0), count (1) and decode (2) passes: pool threads (`lanes` of
 // each warp) take (file, entry) items in turn. The count writes each entry's symbols to
 // its slot, from where most pieces of the chain are placed (pd_par_place); the decode
 // pass decodes only the rest again (before slots, every piece was decoded twice: count
@@ -1221,8 +1221,8 @@ __device__ uint32_t cta_append(pd_globals *g, int l, uint32_t mine)
 	return r;
 }
 
-// 2c'. A CTA per file: pieces the probes say are long get more mid entries
-// (kiln_infl_refine's steps), which the probe pass then probes; ...
+// 2d. A CTA per file: pieces the probes say are long get more mid entries
+// (kiln_infl_refine's steps), which the probe pass then probes.
 __global__ void __launch_bounds__(PF_THREADS) pd_par_refine(const pd_file *files, uint32_t count,
 							   const uint32_t *status, pd_globals *g, uint64_t *fresh)
 {
@@ -1262,7 +1262,7 @@ __global__ void __launch_bounds__(PF_THREADS) pd_par_refine(const pd_file *files
 		f->par_state[1] = m;
 }
 
-// ... then the slots (kiln_infl_slots' steps) and the count pass's items.
+// 2e. A CTA per file: the slots (kiln_infl_slots' steps) and the count pass's items.
 __global__ void __launch_bounds__(PF_THREADS) pd_par_slots(const pd_file *files, uint32_t count,
 							  const uint32_t *status, pd_globals *g, uint64_t *work)
 {
@@ -1286,7 +1286,7 @@ __global__ void __launch_bounds__(PF_THREADS) pd_par_slots(const pd_file *files,
 		work[w++] = (uint64_t)blockIdx.x << 32 | i;
 }
 
-// 2e. A CTA per file: the chain (one thread walks it); its pieces that can be placed from
+// 2g. A CTA per file: the chain (one thread walks it); its pieces that can be placed from
 // their slots (their results then are the count's less the symbols before the probe they
 // are entered at), and the others, which the decode pass decodes again.
 __global__ void __launch_bounds__(PF_THREADS) pd_par_chain(const pd_file *files, uint32_t count,
@@ -1322,7 +1322,7 @@ __global__ void __launch_bounds__(PF_THREADS) pd_par_chain(const pd_file *files,
 	}
 }
 
-// 2f. A CTA per placed piece in turn: its symbols from its slot to their stream offsets,
+// 2h. A CTA per placed piece in turn: its symbols from its slot to their stream offsets,
 // as the decode from its probe writes them (kiln_infl_unslot). References into the first
 // symbols resolve by pointer jumping over those (each round a symbol takes its target's
 // value; chains halve), the rest in one step. A piece near the stream's start whose
@@ -1373,7 +1373,7 @@ __global__ void __launch_bounds__(256) pd_par_place(const pd_file *files, pd_glo
 	}
 }
 
-// 2g. A CTA per file: the verdict, the markers resolved piece after piece (a piece's bytes
+// 2j. A CTA per file: the verdict, the markers resolved piece after piece (a piece's bytes
 // in parallel), the Adler-32 of the image's bytes; results as pd_inflate's.
 __global__ void __launch_bounds__(1024) pd_par_resolve(const pd_file *files, const uint32_t *status)
 {
