@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <string.h>
+#include <type_traits>
 
 extern "C" {
 #include "kernels/png/png_dec.h"
@@ -160,13 +161,30 @@ static size_t par_slot_syms(const kiln_pngdec_info *in, uint32_t scale, uint32_t
 	return (size_t)kiln_infl_slot_area((size_t)in->zlib_size - 2, in->filtered_size, par_ent_cap(in), scale, pad);
 }
 
-// Bytes of a parallel-inflate file's state (after its filtered buffer).
-static size_t par_bytes(const kiln_pngdec_info *in, uint32_t scale, uint32_t pad)
+// A parallel-inflate file's state (after its filtered buffer), carved from p into d's
+// arrays, or only measured when p is NULL; its bytes. make_layout measures with it and
+// the batch setup carves with it, so the two cannot disagree.
+static size_t par_carve(const kiln_pngdec_info *in, uint32_t scale, uint32_t pad, uint8_t *p, pd_file *d)
 {
-	size_t c = par_cand_cap(in), e = par_ent_cap(in);
-	return align256(c * 8) + align256(e * sizeof(kiln_infl_entry)) * 2 + align256(e * 8) +
-	       align256(e * sizeof(kiln_infl_seg)) * 2 + align256(e * 4) * 2 +
-	       align256((size_t)in->filtered_size * 2 + 16) + align256(par_slot_syms(in, scale, pad) * 2 + 16);
+	size_t c = par_cand_cap(in), e = par_ent_cap(in), at = 0;
+	auto take = [&](auto **field, size_t bytes) {
+		if (p)
+			*field = (std::remove_reference_t<decltype(**field)> *)(p + at);
+		at += align256(bytes);
+	};
+	pd_file unused;
+	pd_file *f = p ? d : &unused;
+	take(&f->cand, c * 8);
+	take(&f->ent, e * sizeof(kiln_infl_entry));
+	take(&f->ent2, e * sizeof(kiln_infl_entry));
+	take(&f->seg_base, e * 8);
+	take(&f->seg, e * sizeof(kiln_infl_seg));
+	take(&f->dec, e * sizeof(kiln_infl_seg));
+	take(&f->order, e * 4);
+	take(&f->skip, e * 4);
+	take(&f->sym, (size_t)in->filtered_size * 2 + 16);
+	take(&f->slots, par_slot_syms(in, scale, pad) * 2 + 16);
+	return at;
 }
 
 // The count's slots of a batch take at most this many bytes (10 per stream byte and 4 per
@@ -205,7 +223,7 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 		if (in->strips == 1) {
 			l->ents += par_ent_cap(in);
 			l->surv_cap += in->zlib_size / 8 + 64; // Kodak streams: 1 in 1,100 offsets
-			data += par_bytes(in, l->slot_scale, l->slot_pad);
+			data += par_carve(in, l->slot_scale, l->slot_pad, NULL, NULL);
 		}
 	}
 	// Pool threads of the passes (PAR_LANES a warp): enough for every entry at once, at
@@ -1231,21 +1249,25 @@ __global__ void __launch_bounds__(PF_THREADS) pd_par_refine(const pd_file *files
 		return;
 	uint32_t n = f->par_state[1], i0, i1;
 	size_t len = (size_t)f->zlib_size - 2;
-	uint64_t next, mine = 0, all;
+	uint64_t mine = 0, all;
 	cta_run(n, &i0, &i1);
-	for (uint32_t i = i0; i < i1; i++)
-		mine += kiln_infl_refine_adds(f->ent, n, i, len, f->target, &next);
+	for (uint32_t i = i0; i < i1; i++) { // skip[i]: entry i's additions, then its new index
+		uint64_t add = kiln_infl_refine_adds(f->ent, n, i, len, f->target);
+		f->skip[i] = (uint32_t)(add < f->ent_cap ? add : f->ent_cap);
+		mine += f->skip[i];
+	}
 	uint64_t before = cta_scan(mine, &all), room = f->ent_cap - n;
 	if (all == 0)
 		return;
 	for (uint32_t i = i0; i < i1; i++) {
-		f->skip[i] = i + (uint32_t)(before < room ? before : room); // the new indices
-		before += kiln_infl_refine_adds(f->ent, n, i, len, f->target, &next);
+		uint32_t add = f->skip[i];
+		f->skip[i] = i + (uint32_t)(before < room ? before : room);
+		before += add;
 	}
 	uint32_t m = n + (uint32_t)(all < room ? all : room);
 	__syncthreads();
 	for (uint32_t i = i0; i < i1; i++)
-		kiln_infl_refine_move(f->ent, n, i, len, f->target, f->skip, (i + 1 < n ? f->skip[i + 1] : m) - f->skip[i] - 1,
+		kiln_infl_refine_move(f->ent, n, i, len, f->skip, (i + 1 < n ? f->skip[i + 1] : m) - f->skip[i] - 1,
 				      f->ent2);
 	__syncthreads();
 	cta_run(m, &i0, &i1);
@@ -1844,28 +1866,9 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 				d->spacing = par_spacing(g_debug);
 				d->target = par_target(g_debug);
 				d->par_state = (uint32_t *)(base + l.par_state) + 4 * i;
-				d->cand = (uint64_t *)(base + data);
-				data += align256((size_t)c * 8);
-				d->ent = (kiln_infl_entry *)(base + data);
-				data += align256((size_t)e * sizeof(kiln_infl_entry));
-				d->ent2 = (kiln_infl_entry *)(base + data);
-				data += align256((size_t)e * sizeof(kiln_infl_entry));
-				d->seg_base = (uint64_t *)(base + data);
-				data += align256((size_t)e * 8);
-				d->seg = (kiln_infl_seg *)(base + data);
-				data += align256((size_t)e * sizeof(kiln_infl_seg));
-				d->dec = (kiln_infl_seg *)(base + data);
-				data += align256((size_t)e * sizeof(kiln_infl_seg));
-				d->order = (uint32_t *)(base + data);
-				data += align256((size_t)e * 4);
-				d->skip = (uint32_t *)(base + data);
-				data += align256((size_t)e * 4);
-				d->sym = (uint16_t *)(base + data);
-				data += align256((size_t)in->filtered_size * 2 + 16);
 				d->slot_scale = l.slot_scale;
 				d->slot_pad = l.slot_pad;
-				d->slots = (uint16_t *)(base + data);
-				data += align256(par_slot_syms(in, l.slot_scale, l.slot_pad) * 2 + 16);
+				data += par_carve(in, l.slot_scale, l.slot_pad, base + data, d);
 				par_files += d->par;
 				if (d->par && in->zlib_size - 2 > par_bytes_max)
 					par_bytes_max = in->zlib_size - 2;

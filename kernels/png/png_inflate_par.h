@@ -425,22 +425,15 @@ KILN_HD void kiln_infl_probe(kiln_inflate_tables *t, const uint8_t *in, size_t l
 			     uint32_t n, uint32_t i)
 {
 	kiln_infl_entry *m = &e[i];
-	uint32_t bfinal, btype, stored;
-	kiln_bits b;
+	uint32_t bfinal;
+	uint64_t data;
 	m->probes = 0;
 	m->off[0] = 0; /* where a count from the entry starts, probed or not */
 	m->cum[0] = 0;
-	if (m->src == i) {
-		kiln_bits_init_at(&b, in, len, m->bit);
-		if (kiln_infl_block_header(t, &b, &bfinal, &btype, &stored) != KILN_INFL_OK || btype == 0 ||
-		    !kiln_bits_ok(&b))
-			return;
-	} else {
-		uint64_t data;
-		if (!kiln_infl_tables_at(t, in, len, e[m->src].bit, &bfinal, &data) || m->bit < data)
-			return; /* inside the header: no decode meets it */
-		kiln_bits_init_at(&b, in, len, m->bit);
-	}
+	if (!kiln_infl_tables_at(t, in, len, e[m->src].bit, &bfinal, &data) || (m->src != i && m->bit < data))
+		return; /* no Huffman block, or a mid entry inside its header: no decode meets it */
+	kiln_bits b;
+	kiln_bits_init_at(&b, in, len, m->src == i ? data : m->bit);
 	uint64_t end = 8 * (uint64_t)len;
 	end = end > 64 ? end - 64 : 0;
 	if (i + 1 < n && e[i + 1].bit < end)
@@ -641,35 +634,46 @@ KILN_HD uint64_t kiln_infl_reach(const kiln_infl_entry *e, uint32_t n, uint32_t 
 	return j < n ? e[j].bit : 8 * (uint64_t)len;
 }
 
-/* The symbols piece i of e[0, n) (a stream of len bytes) is expected to make: its probes'
- * symbols per bit times the bits to its reach (kiln_infl_reach); 0 when there is nothing
- * to go by. */
-KILN_HD uint64_t kiln_infl_estimate(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len)
+/* The symbols a decode from entry m is expected to make in `span` stream bits: its probes'
+ * symbols per bit times span; 0 when there is nothing to go by. */
+KILN_HD uint64_t kiln_infl_syms_in(const kiln_infl_entry *m, uint64_t span)
 {
-	const kiln_infl_entry *m = &e[i];
-	uint64_t next = kiln_infl_reach(e, n, i, len);
 	if (m->probes < 2 || m->probes == KILN_INFL_UNPROBED)
 		return 0;
 	uint32_t bits = m->off[m->probes - 1] - m->off[0], syms = m->cum[m->probes - 1] - m->cum[0];
-	return bits ? (next - m->bit) * syms / bits : 0;
+	return bits ? span * syms / bits : 0;
+}
+
+/* The symbols piece i of e[0, n) (a stream of len bytes) is expected to make: up to its
+ * reach (kiln_infl_reach). */
+KILN_HD uint64_t kiln_infl_estimate(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len)
+{
+	return kiln_infl_syms_in(&e[i], kiln_infl_reach(e, n, i, len) - e[i].bit);
+}
+
+/* Where the mid entries kiln_infl_refine adds after entry i of e[0, n) end: the next
+ * entry, or 1 KiB before the stream's end (len bytes), whichever is first. */
+KILN_HD uint64_t kiln_infl_refine_end(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len)
+{
+	uint64_t bits = 8 * (uint64_t)len, last = bits > 8192 ? bits - 8192 : 0;
+	uint64_t next = i + 1 < n ? e[i + 1].bit : bits;
+	return next < last ? next : last;
 }
 
 /* Step 1b, after the probes: a pass lasts as long as its longest piece, and pieces of
  * equal stream length differ in output as the data's compression ratio does (Kodak
  * streams: 4 KiB windows inflate 1.8x at the median, 18.6x at most). Piece i, expected to
  * make more than `target` symbols (kiln_infl_estimate), gets this many mid entries evenly
- * between its entry and the next (at least KILN_INFL_REFINE_GAP bits apart, none in the
- * last 1 KiB); 0 if not. */
+ * between its entry and kiln_infl_refine_end (at least KILN_INFL_REFINE_GAP bits apart);
+ * 0 if not. */
 KILN_HD uint64_t kiln_infl_refine_adds(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len,
-				       uint64_t target, uint64_t *next)
+				       uint64_t target)
 {
-	uint64_t bits = 8 * (uint64_t)len, last = bits > 8192 ? bits - 8192 : 0;
-	*next = i + 1 < n ? e[i + 1].bit : bits;
-	*next = *next < last ? *next : last;
+	uint64_t end = kiln_infl_refine_end(e, n, i, len);
 	uint64_t est = target ? kiln_infl_estimate(e, n, i, len) : 0;
-	if (est <= target || *next <= e[i].bit)
+	if (est <= target || end <= e[i].bit)
 		return 0;
-	uint64_t add = (est + target - 1) / target - 1, room = (*next - e[i].bit) / KILN_INFL_REFINE_GAP;
+	uint64_t add = (est + target - 1) / target - 1, room = (end - e[i].bit) / KILN_INFL_REFINE_GAP;
 	return add < room ? add : room;
 }
 
@@ -677,11 +681,10 @@ KILN_HD uint64_t kiln_infl_refine_adds(const kiln_infl_entry *e, uint32_t n, uin
  * and `add` new mid entries after it, with probes == KILN_INFL_UNPROBED until
  * kiln_infl_probe runs for them; its own probes then end before them (as
  * kiln_infl_probe's: a decode meets the first entry it can). */
-KILN_HD void kiln_infl_refine_move(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len, uint64_t target,
+KILN_HD void kiln_infl_refine_move(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len,
 				   const uint32_t *at, uint32_t add, kiln_infl_entry *out)
 {
-	uint64_t next;
-	kiln_infl_refine_adds(e, n, i, len, target, &next);
+	uint64_t next = kiln_infl_refine_end(e, n, i, len);
 	kiln_infl_entry *m = &out[at[i]];
 	*m = e[i];
 	m->src = at[e[i].src];
@@ -703,14 +706,14 @@ KILN_HD void kiln_infl_refine_move(const kiln_infl_entry *e, uint32_t n, uint32_
 KILN_HD uint32_t kiln_infl_refine(const kiln_infl_entry *e, uint32_t n, uint32_t cap, size_t len, uint64_t target,
 				  uint32_t *at, kiln_infl_entry *out)
 {
-	uint64_t added = 0, next;
+	uint64_t added = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		at[i] = i + (uint32_t)(added < cap - n ? added : cap - n);
-		added += kiln_infl_refine_adds(e, n, i, len, target, &next);
+		added += kiln_infl_refine_adds(e, n, i, len, target);
 	}
 	uint32_t total = n + (uint32_t)(added < cap - n ? added : cap - n);
 	for (uint32_t i = 0; i < n; i++)
-		kiln_infl_refine_move(e, n, i, len, target, at, (i + 1 < n ? at[i + 1] : total) - at[i] - 1, out);
+		kiln_infl_refine_move(e, n, i, len, at, (i + 1 < n ? at[i + 1] : total) - at[i] - 1, out);
 	return total;
 }
 
@@ -727,8 +730,8 @@ KILN_HD uint64_t kiln_infl_slot_area(size_t len, uint64_t total, uint32_t cap, u
 KILN_HD uint64_t kiln_infl_slot_want(const kiln_infl_entry *e, uint32_t n, uint32_t i, size_t len, uint32_t scale,
 				     uint32_t pad)
 {
-	uint64_t next = kiln_infl_reach(e, n, i, len);
-	uint64_t want = (next - e[i].bit) * scale >> 8, est = 2 * kiln_infl_estimate(e, n, i, len);
+	uint64_t span = kiln_infl_reach(e, n, i, len) - e[i].bit;
+	uint64_t want = span * scale >> 8, est = 2 * kiln_infl_syms_in(&e[i], span);
 	want = (want > est ? want : est) + pad;
 	return want < 0xFFFFFFFFu ? want : 0xFFFFFFFFu;
 }
