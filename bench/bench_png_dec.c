@@ -1,8 +1,10 @@
 /* kiln-bench --only pngdec: PNG decoding throughput, kiln's decoder (kernels/png/png_dec.h)
  * against libpng (common/png_io.c's configuration) and libspng, on the 24 Kodak files as
- * written by libpng (ordinary files) and on kiSt files of the same images built here
+ * written by libpng (ordinary files), on kiSt files of the same images built here with zlib
  * (strips of 16 and of 8 rows, their first row Sub and the others Paeth, one zlib stream with
- * Z_FULL_FLUSH at strip boundaries). Decoded MB/s counts RGBA8 output bytes (w*h*4) and,
+ * Z_FULL_FLUSH at strip boundaries) and on the same images as kiln's encoder writes them at
+ * fast and medium (its automatic strips, adaptive filters, an IDAT chunk a strip).
+ * KILN_BENCH_PNGDEC_SETS picks sets: ordinary, kist16, kist8, kilnfast, kilnmedium. Decoded MB/s counts RGBA8 output bytes (w*h*4) and,
  * in a second table, raw pixel bytes (w*h*3: the Kodak images are RGB). CPU figures are
  * wall time over the whole set, one thread and all cores (files spread over a pool); the
  * GPU figure is kernel time (events) of batches of 32 files resident on the device. */
@@ -17,6 +19,7 @@
 #include "common/pool.h"
 #include "kernels/gpu.h"
 #include "kernels/png/png_dec.h"
+#include "kernels/png/png_enc.h"
 #include "tests/png_testutil.h"
 
 int bench_png_dec(const bench_opts *opts, bench_report *report);
@@ -30,7 +33,35 @@ typedef struct pd_set {
 	uint8_t *out[NFILES];
 } pd_set;
 
-static kiln_status load_sets(pd_set *plain, pd_set *kist, pd_set *kist8, char *err, size_t cap)
+/* img as kiln's encoder writes it at `quality` with default parameters (RGB: the Kodak
+ * images have no alpha), its automatic strips and kiSt chunk. */
+static kiln_status kiln_encoded(const kiln_image *img, kiln_quality quality, kiln_buf *out)
+{
+	kiln_pngenc_params p;
+	kiln_pngenc_params_default(&p);
+	p.quality = quality;
+	kiln_surface s = {.rgba = img->pixels, .width = img->width, .height = img->height,
+			  .stride = (uint32_t)img->stride, .has_alpha = 0};
+	kiln_pngenc_image pi;
+	kiln_pngenc_image_from_surface(&s, &pi);
+	size_t cap = kiln_pngenc_bound(&p, &pi), size = 0, temp_size = kiln_pngenc_cpu_temp_size(&p, &pi, 1, NULL);
+	void *temp = malloc(temp_size);
+	kiln_buf_init(out, cap);
+	kiln_status st = KILN_ERR_NOMEM, one = KILN_OK;
+	if (!temp || kiln_buf_reserve(out, cap) != KILN_OK)
+		goto fail;
+	uint8_t *dst = out->data;
+	st = kiln_pngenc_encode_cpu(&p, &pi, &dst, &cap, &size, 1, &one, temp, temp_size, NULL);
+	if (st == KILN_OK)
+		st = one;
+	out->len = size;
+fail:
+	free(temp);
+	return st;
+}
+
+static kiln_status load_sets(pd_set *plain, pd_set *kist, pd_set *kist8, pd_set *kfast, pd_set *kmed, char *err,
+			     size_t cap)
 {
 	const char *dir = getenv("KILN_SHARED") ? getenv("KILN_SHARED") : "../shared/data";
 	for (int i = 0; i < NFILES; i++) {
@@ -49,8 +80,12 @@ static kiln_status load_sets(pd_set *plain, pd_set *kist, pd_set *kist8, char *e
 		st = png_test_make_kist(&img, 16, 0, &kist->files[i]);
 		if (st == KILN_OK)
 			st = png_test_make_kist(&img, 8, 0, &kist8->files[i]);
-		pd_set *all[3] = {plain, kist, kist8};
-		for (int k = 0; k < 3; k++) {
+		if (st == KILN_OK)
+			st = kiln_encoded(&img, KILN_QUALITY_FAST, &kfast->files[i]);
+		if (st == KILN_OK)
+			st = kiln_encoded(&img, KILN_QUALITY_MEDIUM, &kmed->files[i]);
+		pd_set *all[5] = {plain, kist, kist8, kfast, kmed};
+		for (int k = 0; k < 5; k++) {
 			pd_set *s = all[k];
 			s->w[i] = img.width;
 			s->h[i] = img.height;
@@ -250,13 +285,15 @@ fail:
 
 int bench_png_dec(const bench_opts *opts, bench_report *report)
 {
-	static pd_set plain, kist, kist8;
+	static pd_set plain, kist, kist8, kfast, kmed;
 	char err[256];
 	int failed = 0;
 	memset(&plain, 0, sizeof plain);
 	memset(&kist, 0, sizeof kist);
 	memset(&kist8, 0, sizeof kist8);
-	if (load_sets(&plain, &kist, &kist8, err, sizeof err) != KILN_OK) {
+	memset(&kfast, 0, sizeof kfast);
+	memset(&kmed, 0, sizeof kmed);
+	if (load_sets(&plain, &kist, &kist8, &kfast, &kmed, err, sizeof err) != KILN_OK) {
 		bench_report_line(report, "pngdec: %s", err);
 		return 1;
 	}
@@ -277,10 +314,14 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 					       "The same runs in MB/s of raw RGB pixel bytes (w*h*3).");
 	if (!sec || !raw)
 		return 1;
-	pd_set *sets[3] = {&plain, &kist, &kist8};
-	const char *names[3] = {"ordinary", "kiSt (16-row strips)", "kiSt (8-row strips)"};
-	for (int k = 0; k < 3; k++) {
+	pd_set *sets[5] = {&plain, &kist, &kist8, &kfast, &kmed};
+	const char *names[5] = {"ordinary", "kiSt (16-row strips)", "kiSt (8-row strips)", "kiln fast (kiSt)",
+				"kiln medium (kiSt)"};
+	const char *keys[5] = {"ordinary", "kist16", "kist8", "kilnfast", "kilnmedium"};
+	for (int k = 0; k < 5; k++) {
 		pd_set *s = sets[k];
+		if (!bench_env_lists("KILN_BENCH_PNGDEC_SETS", keys[k], true))
+			continue;
 		double f = (double)s->raw_bytes / (double)s->rgba_bytes;
 		double k1 = cpu_rate(opts, s, DEC_KILN, NULL, &failed);
 		double p1 = cpu_rate(opts, s, DEC_LIBPNG, NULL, &failed);
@@ -343,5 +384,7 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 	free_set(&plain);
 	free_set(&kist);
 	free_set(&kist8);
+	free_set(&kfast);
+	free_set(&kmed);
 	return failed;
 }
