@@ -272,28 +272,29 @@ template <typename T> __device__ static uint32_t find_prefix(const pd_file *f, u
 	return lo;
 }
 
-// 1: gather the IDAT payloads.
-__global__ void pd_gather(const pd_file *files, uint32_t count, uint32_t *status)
+// 1: gather the IDAT payloads (files of several IDAT chunks): GATHER_CTAS CTAs a file
+// (grid.y), each copying an equal share of the stream, whatever the chunks' sizes (kiln's
+// encoder writes a chunk per strip, libpng 8 KiB chunks). Every thread walks the chunk
+// headers up to its share (the same words: broadcast loads), so no barrier is needed;
+// one CTA a file walking and copying chunk by chunk took 1.4 ms for 32 Kodak files.
+#define GATHER_CTAS 32
+__global__ void __launch_bounds__(256) pd_gather(const pd_file *files, uint32_t count, uint32_t *status)
 {
-	const pd_file *f = &files[blockIdx.x];
-	if (!f->zcopy || status[blockIdx.x] != ST_OK)
+	uint32_t fi = blockIdx.y;
+	const pd_file *f = &files[fi];
+	if (fi >= count || !f->zcopy || status[fi] != ST_OK)
 		return;
-	__shared__ uint64_t src, dst;
-	__shared__ uint32_t len;
+	uint64_t share = (f->zlib_size + gridDim.x - 1) / gridDim.x;
+	uint64_t lo = share * blockIdx.x, hi = lo + share < f->zlib_size ? lo + share : f->zlib_size;
 	uint64_t pos = f->idat_offset, out = 0;
-	for (uint32_t c = 0; c < f->idat_chunks; c++) {
-		if (threadIdx.x == 0) {
-			const uint8_t *h = f->data + pos;
-			len = kiln_png_be32(h);
-			src = pos + 8;
-			dst = out;
-		}
-		__syncthreads();
-		for (uint32_t i = threadIdx.x; i < len; i += blockDim.x)
-			f->zcopy[dst + i] = f->data[src + i];
+	for (uint32_t c = 0; c < f->idat_chunks && out < hi; c++) {
+		uint32_t len = kiln_png_be32(f->data + pos);
+		uint64_t a = out > lo ? out : lo, b = out + len < hi ? out + len : hi;
+		const uint8_t *src = f->data + pos + 8 - out;
+		for (uint64_t i = a + threadIdx.x; i < b; i += blockDim.x)
+			f->zcopy[i] = src[i];
 		pos += 12 + (uint64_t)len;
 		out += len;
-		__syncthreads();
 	}
 }
 
@@ -1631,6 +1632,14 @@ pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globa
 		size_t gy = (size_t)y * rowlen + 1;
 		if (!(flags & 16))
 			defilter_stage(tin, f->filt, rowlen, y0, rows_here, bpp, width, 0, (uint32_t)lane);
+		// The row above the band (when its first row reads it) comes a tile at a time: once
+		// the band above has published the tile, lane j loads pixel 32 t + j and lane 0
+		// takes them by shuffles. Loaded pixel by pixel by lane 0 (an L2 round trip each
+		// step, the warp waiting) it made libpng's adaptive filters 3x slower than rows
+		// that start bands with Sub.
+		bool band_waits = __shfl_sync(FULL_MASK, wait, 0);
+		const uint8_t *above = band_waits ? f->filt + (size_t)y0 * rowlen - f->rowbytes : NULL;
+		uint32_t above_px = 0; // lane j: pixel 32 t + j of the row above, tile t
 		for (uint32_t step = 0; !(flags & 16) && step < steps; step++) {
 			int32_t x = (int32_t)step - lane;
 			if ((step & 31u) == 0) {
@@ -1639,25 +1648,31 @@ pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globa
 				if (step + 32 < width)
 					defilter_stage(tin, f->filt, rowlen, y0, rows_here, bpp, width, step / 32 + 1,
 						       (uint32_t)lane);
+				if (band_waits && step < width) {
+					uint32_t tile_end = step + 32 < width ? step + 32 : width;
+					if (lane == 0 && seen < tile_end) {
+						while ((seen = *upper) < tile_end)
+							;
+						__threadfence();
+					}
+					__syncwarp();
+					uint32_t xx = step + (uint32_t)lane;
+					above_px = 0;
+					if (xx < width)
+						for (uint32_t k = 0; k < bpp; k++)
+							above_px |= (uint32_t)__ldcg(above + (size_t)xx * bpp + k) << (8 * k);
+				}
 			}
 			uint32_t up = __shfl_up_sync(FULL_MASK, mine, 1);
+			uint32_t up0 = __shfl_sync(FULL_MASK, above_px, step & 31u);
 			if (active && x >= 0 && (uint32_t)x < width) {
-				if (wait && seen < (uint32_t)x + 1) {
-					while ((seen = *upper) < (uint32_t)x + 1)
-						;
-					__threadfence();
-				}
 				size_t base = (size_t)x * bpp;
 				uint32_t packed = 0;
 #pragma unroll
 				for (uint32_t k = 0; k < 4; k++) { // registers, not an indexed array
 					if (k >= bpp)
 						break;
-					uint32_t bb = 0;
-					if (lane > 0)
-						bb = (up >> (8 * k)) & 0xFFu;
-					else if (prev && type >= KILN_PNG_FILTER_UP) // None, Sub: b unused
-						bb = __ldcg(prev + base + k);
+					uint32_t bb = ((lane > 0 ? up : up0) >> (8 * k)) & 0xFFu;
 					uint32_t fb = trow[(gy + base + k) & (TIN_BYTES - 1)];
 					uint32_t v = unfilter_select(type, fb, ra[k], bb, rc[k]);
 					if (last)
@@ -1890,7 +1905,7 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 	int flags = (int)(g_debug & 685u), timed = (g_debug & 2u) && g_ev[4];
 	if (timed)
 		cudaEventRecord(g_ev[0], s);
-	pd_gather<<<c32, 256, 0, s>>>(d_files, c32, d_status);
+	pd_gather<<<dim3(GATHER_CTAS, c32), 256, 0, s>>>(d_files, c32, d_status);
 	if (timed)
 		cudaEventRecord(g_ev[1], s);
 	pd_inflate<<<(strips + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, strips,
