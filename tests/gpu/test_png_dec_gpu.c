@@ -12,6 +12,8 @@
 #include "common/png_io.h"
 #include "kernels/gpu.h"
 #include "kernels/png/png_dec.h"
+#include "kernels/png/png_enc.h"
+#include "kernels/png/png_defilter.h"
 #include "tests/gpu/gpu_testutil.h"
 #include "tests/pngsuite.h"
 /* every append of the hand-built files checked */
@@ -297,4 +299,80 @@ Test(png_dec_gpu, bad_files_fail_alone)
 		kiln_buf_free(&kodak[i]);
 		kiln_buf_free(&kodak_kist[i]);
 	}
+}
+
+/* The de-filter's waits across bands and the IDAT gather: images of every 8-bit colour
+ * type (palette with tRNS) as kiln's encoder writes them (an IDAT chunk a strip) with every
+ * row filtered Up, Average or Paeth (the first row of a band then reads the band above),
+ * or adaptively, in one strip or the automatic ones, at widths that end inside a tile of
+ * 32 pixels and heights of many bands of 32 rows. */
+Test(png_dec_gpu, every_colour_type_and_filter_across_bands)
+{
+	gpu_test_require_device0("png_dec_gpu");
+	static const uint8_t colors[] = {KILN_PNG_COLOR_GRAY, KILN_PNG_COLOR_GRAY_ALPHA, KILN_PNG_COLOR_RGB,
+					 KILN_PNG_COLOR_RGBA, KILN_PNG_COLOR_PALETTE};
+	static const uint8_t channels[] = {1, 2, 3, 4, 1};
+	static const uint32_t sizes[][2] = {{45, 97}, {33, 160}, {100, 65}, {1, 200}, {300, 129}};
+	static const int filters[] = {KILN_PNG_FILTER_UP, KILN_PNG_FILTER_AVG, KILN_PNG_FILTER_PAETH,
+				      KILN_PNGENC_FILTER_ADAPTIVE};
+	uint8_t plte[3 * 16], trns[16];
+	for (int i = 0; i < 16; i++) {
+		plte[3 * i] = (uint8_t)(17 * i);
+		plte[3 * i + 1] = (uint8_t)(255 - 13 * i);
+		plte[3 * i + 2] = (uint8_t)(70 + 11 * i);
+		trns[i] = (uint8_t)(i * 16 + 15);
+	}
+	kiln_png_chunk pal_chunks[2] = {{{'P', 'L', 'T', 'E'}, plte, sizeof plte}, {{'t', 'R', 'N', 'S'}, trns, sizeof trns}};
+	kiln_buf bufs[40];
+	kiln_buf *files[40];
+	int expect[40];
+	size_t n = 0;
+	uint32_t seed = 12345;
+	for (int c = 0; c < 5; c++)
+		for (int fl = 0; fl < 4; fl++) {
+			uint32_t w = sizes[(c + fl) % 5][0], h = sizes[(c + fl) % 5][1], ch = channels[c];
+			uint8_t *pix = malloc((size_t)w * h * ch);
+			cr_assert(pix);
+			/* gradients with noise: the filters' predictions matter */
+			for (uint32_t y = 0; y < h; y++)
+				for (uint32_t x = 0; x < w; x++)
+					for (uint32_t k = 0; k < ch; k++) {
+						seed = seed * 1103515245u + 12345u;
+						uint32_t v = (x * (3 + k) + y * (5 - k) + ((seed >> 16) & 7u)) & 0xFFu;
+						pix[((size_t)y * w + x) * ch + k] =
+						    colors[c] == KILN_PNG_COLOR_PALETTE ? (uint8_t)(v & 15u) : (uint8_t)v;
+					}
+			kiln_pngenc_image img = {.pixels = pix, .width = w, .height = h, .stride = (size_t)w * ch,
+						 .color_type = colors[c], .bit_depth = 8};
+			if (colors[c] == KILN_PNG_COLOR_PALETTE) {
+				img.chunks = pal_chunks;
+				img.chunk_count = 2;
+			}
+			kiln_pngenc_params p;
+			kiln_pngenc_params_default(&p);
+			p.filter = filters[fl];
+			p.single_strip = fl % 2;
+			p.quality = KILN_QUALITY_FAST;
+			size_t cap = kiln_pngenc_bound(&p, &img), size = 0, temp_size = kiln_pngenc_cpu_temp_size(&p, &img, 1, NULL);
+			cr_assert_gt(cap, 0);
+			void *temp = malloc(temp_size);
+			kiln_buf_init(&bufs[n], (size_t)64 << 20);
+			cr_assert_eq(kiln_buf_reserve(&bufs[n], cap), KILN_OK);
+			uint8_t *dst = bufs[n].data;
+			kiln_status one = KILN_ERR_INVALID_ARG;
+			cr_assert_eq(kiln_pngenc_encode_cpu(&p, &img, &dst, &cap, &size, 1, &one, temp, temp_size, NULL), KILN_OK);
+			cr_assert_eq(one, KILN_OK, "colour %d filter %d: %s", colors[c], filters[fl], kiln_strerror(one));
+			bufs[n].len = size;
+			free(temp);
+			free(pix);
+			files[n] = &bufs[n];
+			expect[n] = 1;
+			n++;
+		}
+	gpu_batch(files, n, expect, "colour types and filters");
+	/* and one at a time */
+	for (size_t i = 0; i < n; i += 3)
+		gpu_batch(files + i, 1, expect + i, "colour types and filters, alone");
+	for (size_t i = 0; i < n; i++)
+		kiln_buf_free(&bufs[i]);
 }
