@@ -1,7 +1,7 @@
 /* kiln-bench: kiln's codecs against the anchors (libsquish for BC1), side by side, on the
  * Kodak set. Prints markdown tables (what, kiln, anchor, ratio) and writes them to a file.
  *
- *   kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker|astc|astcgpu] [--out FILE.md]
+ *   kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker|astc|astcgpu|pngdec|pngenc] [--out FILE.md]
  *
  * Run from the repository root (make bench), so ../shared/data/kodak is found; KILN_SHARED
  * overrides the data folder. Exit status 1 when a check failed (an encoder error, GPU
@@ -31,11 +31,14 @@ static bool only_pngenc;
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker|astc|astcgpu] [--out FILE.md]\n"
+	fprintf(f, "usage: kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker|astc|astcgpu|pngdec|pngenc]\n"
+		   "                  [--out FILE.md]\n"
 		   "  --quick   one timed run, no warm-up (CI smoke)\n"
 		   "  --only    run one part: BC1 quality, CPU throughput, the GPU part, or\n"
 		   "            scheduler scale (simulated workers), or the worker pipeline\n"
-		   "            end to end (PNG files -> DDS files)\n"
+		   "            end to end (PNG files -> DDS files); astc, astcgpu, pngdec and\n"
+		   "            pngenc run only when named (ASTC against astcenc, ASTC on the GPU,\n"
+		   "            PNG decoding against libpng/libspng, PNG encoding against libpng)\n"
 		   "  --out     markdown output (default " DEFAULT_OUT ")\n");
 }
 

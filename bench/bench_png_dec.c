@@ -3,9 +3,9 @@
  * written by libpng (ordinary files), on kiSt files of the same images built here with zlib
  * (strips of 16 and of 8 rows, their first row Sub and the others Paeth, one zlib stream with
  * Z_FULL_FLUSH at strip boundaries) and on the same images as kiln's encoder writes them at
- * fast and medium (its automatic strips, adaptive filters, an IDAT chunk a strip).
- * KILN_BENCH_PNGDEC_SETS picks sets: ordinary, kist16, kist8, kilnfast, kilnmedium. Decoded MB/s counts RGBA8 output bytes (w*h*4) and,
- * in a second table, raw pixel bytes (w*h*3: the Kodak images are RGB). CPU figures are
+ * fast and medium (its automatic strips, adaptive filters, an IDAT chunk a strip);
+ * KILN_BENCH_PNGDEC_SETS picks sets by key (set_kinds). Decoded MB/s counts RGBA8 output
+ * bytes (w*h*4) and, in a second table, raw pixel bytes (w*h*3: the Kodak images are RGB). CPU figures are
  * wall time over the whole set, one thread and all cores (files spread over a pool); the
  * GPU figure is kernel time (events) of batches of 32 files resident on the device. */
 #include <spng.h>
@@ -60,33 +60,43 @@ fail:
 	return st;
 }
 
-static kiln_status load_sets(pd_set *plain, pd_set *kist, pd_set *kist8, pd_set *kfast, pd_set *kmed, char *err,
-			     size_t cap)
+/* The file sets: the Kodak files as they are (0), as kiSt files made with zlib (rows > 0)
+ * or as kiln's encoder writes them (rows == 0, quality). */
+#define NSETS 5
+static const struct set_kind {
+	const char *key, *name;
+	uint32_t rows;
+	kiln_quality quality;
+} set_kinds[NSETS] = {
+	{"ordinary", "ordinary", 0, 0},
+	{"kist16", "kiSt (16-row strips)", 16, 0},
+	{"kist8", "kiSt (8-row strips)", 8, 0},
+	{"kilnfast", "kiln fast (kiSt)", 0, KILN_QUALITY_FAST},
+	{"kilnmedium", "kiln medium (kiSt)", 0, KILN_QUALITY_MEDIUM},
+};
+
+static kiln_status load_sets(pd_set *sets, char *err, size_t cap)
 {
 	const char *dir = getenv("KILN_SHARED") ? getenv("KILN_SHARED") : "../shared/data";
 	for (int i = 0; i < NFILES; i++) {
 		char path[512];
 		snprintf(path, sizeof path, "%s/kodak/kodim%02d.png", dir, i + 1);
-		kiln_buf_init(&plain->files[i], (size_t)64 << 20);
-		kiln_status st = kiln_buf_read_file(&plain->files[i], path);
+		kiln_buf *plain = &sets[0].files[i];
+		kiln_buf_init(plain, (size_t)64 << 20);
+		kiln_status st = kiln_buf_read_file(plain, path);
 		if (st != KILN_OK) {
 			snprintf(err, cap, "cannot read %.200s", path);
 			return st;
 		}
 		kiln_image img;
-		st = kiln_png_decode(plain->files[i].data, plain->files[i].len, NULL, &img, err, cap);
+		st = kiln_png_decode(plain->data, plain->len, NULL, &img, err, cap);
 		if (st != KILN_OK)
 			return st;
-		st = png_test_make_kist(&img, 16, 0, &kist->files[i]);
-		if (st == KILN_OK)
-			st = png_test_make_kist(&img, 8, 0, &kist8->files[i]);
-		if (st == KILN_OK)
-			st = kiln_encoded(&img, KILN_QUALITY_FAST, &kfast->files[i]);
-		if (st == KILN_OK)
-			st = kiln_encoded(&img, KILN_QUALITY_MEDIUM, &kmed->files[i]);
-		pd_set *all[5] = {plain, kist, kist8, kfast, kmed};
-		for (int k = 0; k < 5; k++) {
-			pd_set *s = all[k];
+		for (int k = 0; k < NSETS; k++) {
+			pd_set *s = &sets[k];
+			if (k > 0 && st == KILN_OK)
+				st = set_kinds[k].rows ? png_test_make_kist(&img, set_kinds[k].rows, 0, &s->files[i])
+						       : kiln_encoded(&img, set_kinds[k].quality, &s->files[i]);
 			s->w[i] = img.width;
 			s->h[i] = img.height;
 			s->rgba_bytes += (uint64_t)img.width * img.height * 4;
@@ -285,15 +295,11 @@ fail:
 
 int bench_png_dec(const bench_opts *opts, bench_report *report)
 {
-	static pd_set plain, kist, kist8, kfast, kmed;
+	static pd_set sets[NSETS];
 	char err[256];
 	int failed = 0;
-	memset(&plain, 0, sizeof plain);
-	memset(&kist, 0, sizeof kist);
-	memset(&kist8, 0, sizeof kist8);
-	memset(&kfast, 0, sizeof kfast);
-	memset(&kmed, 0, sizeof kmed);
-	if (load_sets(&plain, &kist, &kist8, &kfast, &kmed, err, sizeof err) != KILN_OK) {
+	memset(sets, 0, sizeof sets);
+	if (load_sets(sets, err, sizeof err) != KILN_OK) {
 		bench_report_line(report, "pngdec: %s", err);
 		return 1;
 	}
@@ -314,13 +320,10 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 					       "The same runs in MB/s of raw RGB pixel bytes (w*h*3).");
 	if (!sec || !raw)
 		return 1;
-	pd_set *sets[5] = {&plain, &kist, &kist8, &kfast, &kmed};
-	const char *names[5] = {"ordinary", "kiSt (16-row strips)", "kiSt (8-row strips)", "kiln fast (kiSt)",
-				"kiln medium (kiSt)"};
-	const char *keys[5] = {"ordinary", "kist16", "kist8", "kilnfast", "kilnmedium"};
-	for (int k = 0; k < 5; k++) {
-		pd_set *s = sets[k];
-		if (!bench_env_lists("KILN_BENCH_PNGDEC_SETS", keys[k], true))
+	for (int k = 0; k < NSETS; k++) {
+		pd_set *s = &sets[k];
+		const char *name = set_kinds[k].name;
+		if (!bench_env_lists("KILN_BENCH_PNGDEC_SETS", set_kinds[k].key, true))
 			continue;
 		double f = (double)s->raw_bytes / (double)s->rgba_bytes;
 		double k1 = cpu_rate(opts, s, DEC_KILN, NULL, &failed);
@@ -340,7 +343,7 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 			quick.gpu_launches = 3;
 			char old_phases[768] = "";
 			double old = gpu_rate(&quick, s, &failed, old_phases, sizeof old_phases, 1 | 8 | 16 | 32);
-			fprintf(stderr, "pngdec GPU %s: %.0f MB/s (%s)\n  one symbol at a time, matches one by one, lane-0 headers, old de-filter: %.0f MB/s (%s)\n", names[k], gk,
+			fprintf(stderr, "pngdec GPU %s: %.0f MB/s (%s)\n  one symbol at a time, matches one by one, lane-0 headers, old de-filter: %.0f MB/s (%s)\n", name, gk,
 				phases, old, old_phases);
 			/* KILN_BENCH_PNGDEC_FLAGS: more A/B runs, comma-separated debug flags */
 			const char *fl = getenv("KILN_BENCH_PNGDEC_FLAGS");
@@ -357,34 +360,31 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 		}
 #endif
 		char what[160];
-		snprintf(what, sizeof what, "%s files, CPU 1 thread", names[k]);
+		snprintf(what, sizeof what, "%s files, CPU 1 thread", name);
 		bench_row_rate(sec, what, k1, s1, "MB/s");
 		bench_row_rate(raw, what, k1 * f, s1 * f, "MB/s");
-		snprintf(what, sizeof what, "%s files, CPU 1 thread, anchor libpng", names[k]);
+		snprintf(what, sizeof what, "%s files, CPU 1 thread, anchor libpng", name);
 		bench_row_rate(sec, what, k1, p1, "MB/s");
 		bench_row_rate(raw, what, k1 * f, p1 * f, "MB/s");
-		snprintf(what, sizeof what, "%s files, CPU all cores", names[k]);
+		snprintf(what, sizeof what, "%s files, CPU all cores", name);
 		bench_row_rate(sec, what, kn, sn, "MB/s");
 		bench_row_rate(raw, what, kn * f, sn * f, "MB/s");
-		snprintf(what, sizeof what, "%s files, CPU all cores, anchor libpng", names[k]);
+		snprintf(what, sizeof what, "%s files, CPU all cores, anchor libpng", name);
 		bench_row_rate(sec, what, kn, pn, "MB/s");
 		bench_row_rate(raw, what, kn * f, pn * f, "MB/s");
 		if (gk > 0) {
-			snprintf(what, sizeof what, "%s files, GPU batch %d vs libspng all cores", names[k], GPU_BATCH);
+			snprintf(what, sizeof what, "%s files, GPU batch %d vs libspng all cores", name, GPU_BATCH);
 			bench_row_rate(sec, what, gk, sn, "MB/s");
 			bench_row_rate(raw, what, gk * f, sn * f, "MB/s");
 		} else if (kiln_gpu_count() > 0) {
-			bench_report_line(report, "pngdec: the GPU run on %s files failed", names[k]);
+			bench_report_line(report, "pngdec: the GPU run on %s files failed", name);
 			failed++;
 		}
 		if (failed)
-			bench_report_line(report, "pngdec: a decoder failed on %s files", names[k]);
+			bench_report_line(report, "pngdec: a decoder failed on %s files", name);
 	}
 	kiln_pool_destroy(pool);
-	free_set(&plain);
-	free_set(&kist);
-	free_set(&kist8);
-	free_set(&kfast);
-	free_set(&kmed);
+	for (int k = 0; k < NSETS; k++)
+		free_set(&sets[k]);
 	return failed;
 }
