@@ -826,11 +826,10 @@ KILN_HD int kiln_infl_verdict(const kiln_infl_seg *dec, const uint32_t *order, u
 	return rc;
 }
 
-/* Step 5 for one symbol: the byte at stream position p (seg_base: its piece's offset),
- * reading earlier pieces' resolved bytes in out. */
-KILN_HD uint8_t kiln_infl_resolve(const uint16_t *sym, const uint8_t *out, uint64_t seg_base, uint64_t p)
+/* Step 5 for one symbol v of the piece at output offset seg_base: its byte, reading
+ * earlier pieces' resolved bytes in out. */
+KILN_HD uint8_t kiln_infl_resolve(uint16_t v, const uint8_t *out, uint64_t seg_base)
 {
-	uint16_t v = sym[p];
 	return v < 256 ? (uint8_t)v : out[seg_base - KILN_INFL_WINDOW + (v - 256u)];
 }
 

@@ -156,7 +156,7 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 		if (end > r.out_len)
 			end = r.out_len;
 		for (uint64_t p = base[c]; p < end; p++)
-			out[p] = kiln_infl_resolve(sym, out, base[c], p);
+			out[p] = kiln_infl_resolve(sym[p], out, base[c]);
 	}
 	r.candidates = nc;
 	r.entries = n;
