@@ -4,7 +4,8 @@
  * and, when present, on GPU 0 (and on every GPU when there are several), and where the time
  * went: each stage's busy time, what it could sustain alone, and which stage limits. GPU
  * outputs are compared with the CPU backend's files. KILN_BENCH_WORKER_SETTINGS=png-fast,...
- * runs only the settings it names (fast, high, astc4x4-fast, png-fast). */
+ * runs only the settings it names (fast, high, astc4x4-fast, png-fast);
+ * KILN_BENCH_WORKER_UPLOADERS=N sets the upload threads (default: the pipeline's). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -115,6 +116,10 @@ static kiln_status run_pipeline(const bench_opts *opts, const bench_set *set, co
 	cfg.ndevices = run->ndevices;
 	cfg.batch = 32;
 	cfg.report = on_report;
+	/* KILN_BENCH_WORKER_UPLOADERS: upload threads (default: the pipeline's) */
+	const char *up = getenv("KILN_BENCH_WORKER_UPLOADERS");
+	if (up && atoi(up) > 0)
+		cfg.upload_threads = (unsigned)atoi(up);
 	kiln_pipeline *p;
 	kiln_status st = kiln_pipeline_create(&cfg, &p, err, err_cap);
 	if (st != KILN_OK)
