@@ -103,6 +103,7 @@ struct kiln_pipeline {
 	shard *active;
 	size_t nactive;
 	size_t budget_used;
+	size_t budget_peak;      /* most budget_used has been (kiln_pipeline_stats) */
 	stage fetch, decode, encode, upload;
 	atomic_uint_fast64_t batches;
 };
@@ -263,6 +264,23 @@ static size_t budget_acquire(kiln_pipeline *p, size_t bytes)
 	       (p->budget_used >= p->cfg.pixel_budget || bytes > p->cfg.pixel_budget - p->budget_used))
 		pthread_cond_wait(&p->changed, &p->lock);
 	p->budget_used += bytes;
+	if (p->budget_used > p->budget_peak)
+		p->budget_peak = p->budget_used;
+	pthread_mutex_unlock(&p->lock);
+	return bytes;
+}
+
+/* Counts an encoded output, from the encode stage to the end of its upload, without
+ * waiting: the encoder must never wait on the budget (the decoded images that hold it sit
+ * in its own queue), but while outputs wait for a slow upload, the decode threads stop
+ * taking more images, so the memory held stays near the budget whatever the upload's pace
+ * (before, only the count of queued items bounded the outputs). */
+static size_t budget_hold(kiln_pipeline *p, size_t bytes)
+{
+	pthread_mutex_lock(&p->lock);
+	p->budget_used += bytes;
+	if (p->budget_used > p->budget_peak)
+		p->budget_peak = p->budget_used;
 	pthread_mutex_unlock(&p->lock);
 	return bytes;
 }
@@ -663,6 +681,7 @@ static void encode_png(encoder *e, item **batch, size_t n)
 		it->reserved = 0;
 		kiln_buf_free(&it->data);
 		it->data = out[i];
+		it->reserved = budget_hold(p, it->data.len);
 		if (st != KILN_OK || status[i] != KILN_OK) {
 			item_finish(p, it, st != KILN_OK ? st : status[i], "PNG encode on %s: %s%s%s", e->name,
 				    kiln_strerror(st != KILN_OK ? st : status[i]), st != KILN_OK ? ": " : "",
@@ -716,6 +735,14 @@ static void encode_submit(encoder *e, item **batch, size_t n)
 	stage_account(&p->encode, t0, 0);
 }
 
+static size_t texture_bytes(const kiln_texture *tex)
+{
+	size_t n = 0;
+	for (uint32_t l = 0; l < tex->num_levels; l++)
+		n += tex->levels[l].size;
+	return n;
+}
+
 /* Collects the oldest batch in flight and passes its items on. */
 static void encode_finish(encoder *e)
 {
@@ -749,6 +776,7 @@ static void encode_finish(encoder *e)
 			continue;
 		}
 		it->tex = out[i];
+		it->reserved += budget_hold(p, texture_bytes(&it->tex));
 		if (atomic_load(&it->shard->cancelled))
 			item_cancel(p, it); /* frees the texture: nothing left to upload */
 		else
@@ -1126,6 +1154,9 @@ void kiln_pipeline_stats_get(kiln_pipeline *p, kiln_pipeline_stats *out)
 	stage_stats(&p->encode, &out->encode);
 	stage_stats(&p->upload, &out->upload);
 	out->batches = atomic_load(&p->batches);
+	pthread_mutex_lock(&p->lock);
+	out->budget_peak = p->budget_peak;
+	pthread_mutex_unlock(&p->lock);
 }
 
 bool kiln_pipeline_wait_idle(kiln_pipeline *p, unsigned timeout_ms)

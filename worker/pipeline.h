@@ -78,8 +78,10 @@ typedef struct kiln_pipeline_config {
 	 * decode threads run libpng. */
 	kiln_png_decoder png_decoder;
 	size_t max_input_bytes;    /* cap on one fetched input (512 MiB) */
-	size_t pixel_budget;       /* decoded RGBA bytes held at once, all stages (4 GiB); an
-				    * image larger than the budget still runs, alone */
+	size_t pixel_budget;       /* bytes of decoded RGBA images and of encoded outputs not
+				    * yet uploaded held at once, all stages (4 GiB): decoding
+				    * waits while they fill it; an image larger than the budget
+				    * still runs, alone */
 	const kiln_storage_config *storage_config;  /* for common/storage; NULL: defaults/env */
 	const kiln_pipeline_storage *storage;       /* NULL: common/storage */
 	kiln_pipeline_report_fn report;
@@ -153,6 +155,7 @@ typedef struct kiln_pipeline_stage_stats {
 typedef struct kiln_pipeline_stats {
 	kiln_pipeline_stage_stats fetch, decode, encode, upload;
 	uint64_t batches;         /* encode batches submitted */
+	size_t budget_peak;       /* most bytes of the pixel budget held at once */
 } kiln_pipeline_stats;
 
 void kiln_pipeline_stats_get(kiln_pipeline *p, kiln_pipeline_stats *out);

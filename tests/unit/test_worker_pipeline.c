@@ -577,6 +577,37 @@ Test(worker_pipeline, slow_storage_overlaps_fetch_and_upload)
 	kiln_pipeline_destroy(p);
 }
 
+/* Outputs waiting for a slow upload count in the pixel budget: decoding waits for them to
+ * leave instead of filling the upload queue. big.png: 160,000 bytes decoded, 20,000 of
+ * BC1; with a budget of 200,000 one image fits only while at most two outputs wait, and
+ * the encoder, which never waits on the budget, adds one output at a time (one image a
+ * batch). Before outputs counted, the budget's peak was one image. */
+Test(worker_pipeline, outputs_waiting_for_upload_hold_the_pixel_budget)
+{
+	fake_reset(true);
+	fake.put_delay_ms = 10;
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	cfg.storage = &fake_storage;
+	cfg.pixel_budget = 200000;
+	kiln_pipeline *p = start(&cfg);
+	static shard_builder b;
+	b.n = 0;
+	for (int i = 0; i < 40; i++)
+		add_plain_item(&b, "big.png");
+	kiln_shard_spec spec = spec_of(&b, "j11", "j11.s");
+	cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
+	wait_reports(1);
+	const report *r = find_report("j11.s");
+	for (int i = 0; i < 40; i++)
+		cr_expect_eq(r->items[i].status, KILN_OK, "%d: %s", i, r->items[i].error);
+	kiln_pipeline_stats st;
+	kiln_pipeline_stats_get(p, &st);
+	cr_expect_gt(st.budget_peak, 160000, "outputs are counted beside a decoded image");
+	cr_expect_leq(st.budget_peak, 200000 + 20000, "peak %zu: decoding waited for outputs", st.budget_peak);
+	kiln_pipeline_destroy(p);
+}
+
 Test(worker_pipeline, failed_uploads_are_item_errors)
 {
 	fake_reset(true);
