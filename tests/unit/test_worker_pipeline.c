@@ -520,6 +520,24 @@ static void add_plain_item(shard_builder *b, const char *input)
 	b->items[i] = (kiln_shard_item){.id = i, .input = b->inputs[i], .output = b->outputs[i]};
 }
 
+/* One shard of n plain items of `input` (job, shard job.s) through p; every item must
+ * succeed. */
+static void run_plain_items(kiln_pipeline *p, const char *input, int n, const char *job)
+{
+	static shard_builder b;
+	char shard[64];
+	snprintf(shard, sizeof shard, "%s.s", job);
+	b.n = 0;
+	for (int i = 0; i < n; i++)
+		add_plain_item(&b, input);
+	kiln_shard_spec spec = spec_of(&b, job, shard);
+	cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
+	wait_reports(1);
+	const report *r = find_report(shard);
+	for (int i = 0; i < n; i++)
+		cr_expect_eq(r->items[i].status, KILN_OK, "%d: %s", i, r->items[i].error);
+}
+
 Test(worker_pipeline, cancel_drops_the_queued_items_of_one_job)
 {
 	fake_reset(false);
@@ -562,16 +580,7 @@ Test(worker_pipeline, slow_storage_overlaps_fetch_and_upload)
 	kiln_pipeline_config_init(&cfg);
 	cfg.storage = &fake_storage;
 	kiln_pipeline *p = start(&cfg);
-	static shard_builder b;
-	b.n = 0;
-	for (int i = 0; i < 96; i++)
-		add_plain_item(&b, "b.png");
-	kiln_shard_spec spec = spec_of(&b, "j5", "j5.s");
-	cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
-	wait_reports(1);
-	const report *r = find_report("j5.s");
-	for (int i = 0; i < 96; i++)
-		cr_expect_eq(r->items[i].status, KILN_OK, "%d: %s", i, r->items[i].error);
+	run_plain_items(p, "b.png", 96, "j5");
 	cr_expect_gt(fake.max_gets_in_flight, 1, "fetches should run in parallel");
 	cr_expect(fake.put_overlapped_get, "uploads should start while fetches are still running");
 	kiln_pipeline_destroy(p);
@@ -591,16 +600,7 @@ Test(worker_pipeline, outputs_waiting_for_upload_hold_the_pixel_budget)
 	cfg.storage = &fake_storage;
 	cfg.pixel_budget = 200000;
 	kiln_pipeline *p = start(&cfg);
-	static shard_builder b;
-	b.n = 0;
-	for (int i = 0; i < 40; i++)
-		add_plain_item(&b, "big.png");
-	kiln_shard_spec spec = spec_of(&b, "j11", "j11.s");
-	cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
-	wait_reports(1);
-	const report *r = find_report("j11.s");
-	for (int i = 0; i < 40; i++)
-		cr_expect_eq(r->items[i].status, KILN_OK, "%d: %s", i, r->items[i].error);
+	run_plain_items(p, "big.png", 40, "j11");
 	kiln_pipeline_stats st;
 	kiln_pipeline_stats_get(p, &st);
 	cr_expect_gt(st.budget_peak, 160000, "outputs are counted beside a decoded image");
