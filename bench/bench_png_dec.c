@@ -205,7 +205,7 @@ static void gpu_free(struct gpu_run *g)
 /* Kernel-time MB/s of RGBA output for batches of 32 of the set's files; checks the
  * output against the CPU decoder once. Returns < 0 on failure. phases (NULL: none): the
  * kernel times of one more batch, as text. legacy: kiln_pngdec_gpu_debug flags (1: no window
- * walk, 8: no copy rounds, 16: the old de-filter, 32: headers by one lane, 128: 32-bit
+ * walk, 8: no copy rounds, 16: the old de-filter, 128: 32-bit
  * windows, 512: no refill words loaded ahead; more runs with KILN_BENCH_PNGDEC_FLAGS=a,b,...). */
 static double gpu_rate(const bench_opts *opts, pd_set *s, int *failed, char *phases, size_t phases_cap,
 		       unsigned legacy)
@@ -342,8 +342,8 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 			quick.reps = 1;
 			quick.gpu_launches = 3;
 			char old_phases[768] = "";
-			double old = gpu_rate(&quick, s, &failed, old_phases, sizeof old_phases, 1 | 8 | 16 | 32);
-			fprintf(stderr, "pngdec GPU %s: %.0f MB/s (%s)\n  one symbol at a time, matches one by one, lane-0 headers, old de-filter: %.0f MB/s (%s)\n", name, gk,
+			double old = gpu_rate(&quick, s, &failed, old_phases, sizeof old_phases, 1 | 8 | 16);
+			fprintf(stderr, "pngdec GPU %s: %.0f MB/s (%s)\n  one symbol at a time, matches one by one, old de-filter: %.0f MB/s (%s)\n", name, gk,
 				phases, old, old_phases);
 			/* KILN_BENCH_PNGDEC_FLAGS: more A/B runs, comma-separated debug flags */
 			const char *fl = getenv("KILN_BENCH_PNGDEC_FLAGS");

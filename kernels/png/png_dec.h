@@ -124,8 +124,8 @@ kiln_status kiln_pngdec_gpu_status(const kiln_pngdec_gpu_file *files, size_t cou
 				   kiln_status *status, void *d_temp, size_t temp_size);
 
 /* Measurement hooks for kiln-bench (KILN_BENCH_PNGDEC_PHASES), in CUDA builds only: flags
- * switch parts of the GPU inflater off for A/B runs (1: window walk, 8: copy rounds, 32:
- * parallel tables, 16: the staged de-filter, 128: the 64-bit window, 512: early input
+ * switch parts of the GPU inflater off for A/B runs (1: window walk, 8: copy rounds,
+ * 16: the staged de-filter, 128: the 64-bit window, 512: early input
  * loads, 16384: files without kiSt strips inflated by one warp instead of in parallel as
  * kernels/png/png_inflate_par.h describes; bits 16-20, when not 0, log2 of the bits between
  * its mid entries, at least 4096; bits 21-22 log2 of the lanes of a warp that run pieces,

@@ -39,7 +39,18 @@ extern "C" {
 #include "kernels/png/png_inflate_par.h"
 
 #define FULL_MASK 0xffffffffu
-#define INFL_WARPS 1   // warps per CTA of the inflate kernels (19.3 KB of shared memory: 11 CTAs an SM)
+#define INFL_WARPS 1   // warps per CTA of the inflate kernels (11.3 KB of shared memory)
+#define INFL_MIN_WARPS 18 // resident warps an SM the inflate kernel is held to (112 registers)
+// The tables' second levels (codes longer than the roots' bits: rare symbols) live in
+// device memory, a slot of INFL_OVF entries per resident warp (warp_inflate_slot), so that a
+// warp's shared memory is its roots, ring and tokens: 11 KB instead of 19.3, up to 19 warps
+// an SM instead of 11 (with the full tables in shared memory kiln's 2,400 strips of a
+// batch of fast files ran in 1.6 waves).
+#define INFL_LIT_ROOT (1u << KILN_INFL_LIT_BITS)
+#define INFL_DIST_ROOT (1u << KILN_INFL_DIST_BITS)
+#define INFL_LIT_OVF (KILN_INFL_LIT_SIZE - INFL_LIT_ROOT)
+#define INFL_OVF (INFL_LIT_OVF + KILN_INFL_DIST_SIZE - INFL_DIST_ROOT)
+#define INFL_SLOTS 32 // slots an SM (more than its resident warps)
 #define NTOK 128       // match tokens per batch
 #define BATCH 1024     // output bytes per batch (a batch may end up to 257 bytes past)
 #define RING 4096      // recent output in shared memory (a power of 2 > BATCH + 257)
@@ -95,7 +106,9 @@ struct layout {
 	size_t strip_res;  // 4 uint32 per strip (zeroed)
 	size_t progress;   // uint32 per band (zeroed)
 	size_t par_state;  // 4 uint32 per file (zeroed)
+	size_t infl_masks; // the second-level slots' masks (zeroed): a uint32 per SM
 	size_t zero_end;
+	size_t infl_ovf;   // INFL_OVF uint32 per slot, INFL_SLOTS slots per SM
 	size_t work;       // a uint64 per entry and list: (file, entry), the passes' items
 	size_t tables;     // kiln_inflate_tables per pool thread of the parallel inflate
 	size_t surv;       // uint64 per slot: (file, bit) offsets for the full header test
@@ -236,8 +249,10 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 	l->strip_res = l->status + align256(count * 4);
 	l->progress = l->strip_res + align256((size_t)l->strips * 16);
 	l->par_state = l->progress + align256((size_t)l->bands * 4);
-	l->zero_end = l->par_state + align256(count * 16);
-	l->work = l->zero_end;
+	l->infl_masks = l->par_state + align256(count * 16);
+	l->zero_end = l->infl_masks + align256((size_t)sm_count() * INFL_SLOTS / 32 * 4);
+	l->infl_ovf = l->zero_end;
+	l->work = l->infl_ovf + align256((size_t)sm_count() * INFL_SLOTS * INFL_OVF * 4);
 	l->tables = l->work + align256((size_t)l->ents * 8 * PAR_LISTS);
 	l->surv = l->tables + align256((size_t)l->pool * sizeof(kiln_inflate_tables));
 	if (l->surv_cap > 0xFFFFFFFFu)
@@ -310,7 +325,10 @@ struct token {
 __device__ unsigned long long g_prof[12];
 
 struct warp_shared {
-	kiln_inflate_tables t;
+	uint32_t lit[INFL_LIT_ROOT];
+	uint32_t dist[INFL_DIST_ROOT];
+	uint32_t pre[KILN_INFL_PRE_SIZE];
+	uint32_t *ovf; // device memory: lit's second levels, then dist's
 	uint8_t ring[RING];  // the output around the current batch: positions [o_end - RING, o_end)
 	token tok[NTOK];
 	uint8_t lens[288 + 32]; // a block's code lengths (warp_block_header)
@@ -326,8 +344,10 @@ struct warp_shared {
 // (atomicMax: no short code fills a long code's root slot) before the subtables are placed in
 // root order by a warp scan. Every lane keeps the same bit reader; lane 0 writes lengths.
 
-__device__ static int warp_build(warp_shared *w, uint32_t *table, uint32_t cap, uint32_t tb, const uint8_t *lens,
-				 uint32_t n, int kind)
+// Builds a table as kiln_infl_build, its root (1 << tb entries) in table and its second
+// levels (entries root .. cap - 1 of kiln_infl_build's array) in ovf.
+__device__ static int warp_build(warp_shared *w, uint32_t *table, uint32_t *ovf, uint32_t cap, uint32_t tb,
+				 const uint8_t *lens, uint32_t n, int kind)
 {
 	const uint32_t lane = threadIdx.x & 31;
 	uint32_t root = 1u << tb;
@@ -396,7 +416,7 @@ __device__ static int warp_build(warp_shared *w, uint32_t *table, uint32_t cap, 
 				uint32_t start = link >> 16, sb = (link >> 12) & 15u;
 				uint32_t e = kiln_infl_symbol_entry(kind, s, v - tb);
 				for (uint32_t i = rev >> tb; i < (1u << sb); i += 1u << (v - tb))
-					table[start + i] = e;
+					ovf[start - root + i] = e;
 			}
 		}
 		__syncwarp();
@@ -424,7 +444,7 @@ __device__ static int warp_build(warp_shared *w, uint32_t *table, uint32_t cap, 
 					uint32_t sb = t & 15u, size = 1u << sb;
 					table[p] = KILN_INFL_ENTRY(pos, sb, KILN_INFL_LINK, tb);
 					for (uint32_t i = 0; i < size; i++)
-						table[pos + i] = KILN_INFL_ENTRY(0, 0, KILN_INFL_INVALID, 1);
+						ovf[pos - root + i] = KILN_INFL_ENTRY(0, 0, KILN_INFL_INVALID, 1);
 					pos += size;
 				}
 			}
@@ -438,7 +458,6 @@ __device__ static int warp_build(warp_shared *w, uint32_t *table, uint32_t cap, 
 __device__ static int warp_dynamic(warp_shared *w, kiln_bits *b)
 {
 	const uint32_t lane = threadIdx.x & 31;
-	kiln_inflate_tables *t = &w->t;
 	kiln_bits_refill(b);
 	uint32_t hlit = (uint32_t)(b->buf & 31u) + 257;
 	uint32_t hdist = (uint32_t)((b->buf >> 5) & 31u) + 1;
@@ -458,14 +477,14 @@ __device__ static int warp_dynamic(warp_shared *w, kiln_bits *b)
 		kiln_bits_drop(b, 3);
 	}
 	__syncwarp();
-	if (warp_build(w, t->pre, KILN_INFL_PRE_SIZE, KILN_INFL_PRE_BITS, w->lens, 19, 2) != 0)
+	if (warp_build(w, w->pre, NULL, KILN_INFL_PRE_SIZE, KILN_INFL_PRE_BITS, w->lens, 19, 2) != 0)
 		return KILN_INFL_ERR_DATA;
 	uint32_t n = 0, total = hlit + hdist, len = 0;
 	while (n < total) {
 		// every lane decodes the same bits (the warp stays in step) and stores its stripe
 		// of the run: lane 0 alone for a single length
 		uint32_t rep;
-		int rc = kiln_infl_len_run(t->pre, b, n, total, &rep, &len);
+		int rc = kiln_infl_len_run(w->pre, b, n, total, &rep, &len);
 		if (rc != KILN_INFL_OK)
 			return rc;
 		for (uint32_t i = lane; i < rep; i += 32)
@@ -475,9 +494,10 @@ __device__ static int warp_dynamic(warp_shared *w, kiln_bits *b)
 	__syncwarp();
 	if (w->lens[256] == 0)
 		return KILN_INFL_ERR_DATA;
-	if (warp_build(w, t->lit, KILN_INFL_LIT_SIZE, KILN_INFL_LIT_BITS, w->lens, hlit, 0) != 0)
+	if (warp_build(w, w->lit, w->ovf, KILN_INFL_LIT_SIZE, KILN_INFL_LIT_BITS, w->lens, hlit, 0) != 0)
 		return KILN_INFL_ERR_DATA;
-	if (warp_build(w, t->dist, KILN_INFL_DIST_SIZE, KILN_INFL_DIST_BITS, w->lens + hlit, hdist, 1) != 0)
+	if (warp_build(w, w->dist, w->ovf + INFL_LIT_OVF, KILN_INFL_DIST_SIZE, KILN_INFL_DIST_BITS, w->lens + hlit,
+		       hdist, 1) != 0)
 		return KILN_INFL_ERR_DATA;
 	return KILN_INFL_OK;
 }
@@ -495,8 +515,9 @@ __device__ static int warp_block_header(warp_shared *w, kiln_bits *b, uint32_t *
 		for (uint32_t i = lane; i < 288 + 32; i += 32)
 			w->lens[i] = (uint8_t)(i < 144 ? 8 : i < 256 ? 9 : i < 280 ? 7 : i < 288 ? 8 : 5);
 		__syncwarp();
-		warp_build(w, w->t.lit, KILN_INFL_LIT_SIZE, KILN_INFL_LIT_BITS, w->lens, 288, 0);
-		warp_build(w, w->t.dist, KILN_INFL_DIST_SIZE, KILN_INFL_DIST_BITS, w->lens + 288, 32, 1);
+		warp_build(w, w->lit, w->ovf, KILN_INFL_LIT_SIZE, KILN_INFL_LIT_BITS, w->lens, 288, 0);
+		warp_build(w, w->dist, w->ovf + INFL_LIT_OVF, KILN_INFL_DIST_SIZE, KILN_INFL_DIST_BITS, w->lens + 288, 32,
+			   1);
 		return KILN_INFL_OK;
 	}
 	if (*btype == 2)
@@ -504,11 +525,32 @@ __device__ static int warp_block_header(warp_shared *w, kiln_bits *b, uint32_t *
 	return KILN_INFL_ERR_DATA;
 }
 
-// png_inflate.h's block header by lane 0 alone (flag 32, for comparison), out of line.
-__device__ __noinline__ static int block_header(kiln_inflate_tables *t, kiln_bits *b, uint32_t *bfinal,
-						uint32_t *btype, uint32_t *stored)
+// kiln_infl_lookup on a table split by warp_build.
+__device__ static uint32_t warp_lookup(const uint32_t *table, const uint32_t *ovf, uint32_t tb, kiln_bits *b)
 {
-	return kiln_infl_block_header(t, b, bfinal, btype, stored);
+	uint32_t e = table[b->buf & ((1u << tb) - 1)];
+	if (KILN_INFL_KIND(e) == KILN_INFL_LINK) {
+		uint32_t sb = (e >> 12) & 15u;
+		e = ovf[(e >> 16) - (1u << tb) + ((uint32_t)(b->buf >> tb) & ((1u << sb) - 1))];
+		kiln_bits_drop(b, tb);
+	}
+	kiln_bits_drop(b, e & 0xFFu);
+	return e;
+}
+
+// kiln_infl_len_dist on the warp's split tables.
+__device__ static int warp_len_dist(const warp_shared *w, kiln_bits *b, uint32_t e, uint32_t *len, uint32_t *dist)
+{
+	uint32_t extra = (e >> 12) & 15u;
+	*len = (e >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
+	kiln_bits_drop(b, extra);
+	uint32_t d = warp_lookup(w->dist, w->ovf + INFL_LIT_OVF, KILN_INFL_DIST_BITS, b);
+	if (KILN_INFL_KIND(d) != KILN_INFL_LEN)
+		return 0;
+	extra = (d >> 12) & 15u;
+	*dist = (d >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
+	kiln_bits_drop(b, extra);
+	return 1;
 }
 
 // kiln_bits_refill with the words loaded ahead: when *nx_pos is the reader's position the
@@ -551,8 +593,7 @@ __device__ static void warp_refill(kiln_bits *b, const uint32_t nx[3], size_t *n
 //  - flush: the batch to out (4 loads before 4 stores a lane), with the Adler-32 sums of
 //    its bytes.
 // flags: 1 one symbol at a time (no window walk), 4 clock counts, 8 matches one after
-// another by the whole warp (no rounds), 32 block headers by lane 0 (png_inflate.h's code),
-// 128 the walk over 32-bit windows, 512 no refill words loaded a window ahead (A/B).
+// another by the whole warp (no rounds), 128 the walk over 32-bit windows, 512 no refill words loaded a window ahead (A/B).
 __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *in, size_t len, uint8_t *out,
 						 size_t cap, int strip, int flags)
 {
@@ -604,21 +645,7 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				uint32_t stored = 0;
 				long long th = prof ? clock64() : 0;
 				__syncwarp();
-				if (!(flags & 32)) {
-					rc = warp_block_header(w, &b, &bfinal, &btype, &stored);
-				} else {
-					if (lane == 0)
-						rc = block_header(&w->t, &b, &bfinal, &btype, &stored);
-					__syncwarp();
-					rc = __shfl_sync(FULL_MASK, rc, 0);
-					bfinal = __shfl_sync(FULL_MASK, bfinal, 0);
-					btype = __shfl_sync(FULL_MASK, btype, 0);
-					stored = __shfl_sync(FULL_MASK, stored, 0);
-					b.buf = __shfl_sync(FULL_MASK, (unsigned long long)b.buf, 0);
-					b.pos = (size_t)__shfl_sync(FULL_MASK, (unsigned long long)b.pos, 0);
-					b.count = __shfl_sync(FULL_MASK, b.count, 0);
-					b.overrun = __shfl_sync(FULL_MASK, b.overrun, 0);
-				}
+				rc = warp_block_header(w, &b, &bfinal, &btype, &stored);
 				if (prof) {
 					t_hdr += clock64() - th;
 					nhdr++;
@@ -692,12 +719,12 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				const uint32_t span = flags & 128 ? 32u : 64u;
 				if (span > 32 && b.count < 56)
 					warp_refill(&b, nx, &nx_pos);
-				uint32_t ek = w->t.lit[(uint32_t)(b.buf >> lane) & ((1u << KILN_INFL_LIT_BITS) - 1)];
-				uint32_t dk = w->t.dist[(uint32_t)(b.buf >> lane) & ((1u << KILN_INFL_DIST_BITS) - 1)];
+				uint32_t ek = w->lit[(uint32_t)(b.buf >> lane) & ((1u << KILN_INFL_LIT_BITS) - 1)];
+				uint32_t dk = w->dist[(uint32_t)(b.buf >> lane) & ((1u << KILN_INFL_DIST_BITS) - 1)];
 				uint32_t ek1 = 0, dk1 = 0;
 				if (span > 32) {
-					ek1 = w->t.lit[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_LIT_BITS) - 1)];
-					dk1 = w->t.dist[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_DIST_BITS) - 1)];
+					ek1 = w->lit[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_LIT_BITS) - 1)];
+					dk1 = w->dist[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_DIST_BITS) - 1)];
 				}
 				if (!(flags & 512) && b.end - b.pos >= 8) {
 					// the words of the next refill (its position is b.pos: refills alone
@@ -769,7 +796,7 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					continue; // the batch is full: the loop ends
 			}
 			// one symbol, as kiln_infl_huffman
-			uint32_t e = kiln_infl_lookup(w->t.lit, KILN_INFL_LIT_BITS, &b);
+			uint32_t e = warp_lookup(w->lit, w->ovf, KILN_INFL_LIT_BITS, &b);
 			uint32_t kind = KILN_INFL_KIND(e);
 			if (kind == KILN_INFL_LIT) {
 				if (o >= cap) {
@@ -805,7 +832,7 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				break;
 			}
 			uint32_t l, dist;
-			if (!kiln_infl_len_dist(&w->t, &b, e, &l, &dist)) {
+			if (!warp_len_dist(w, &b, e, &l, &dist)) {
 				rc = KILN_INFL_ERR_DATA;
 				done = 1;
 				break;
@@ -957,9 +984,48 @@ __device__ static void strip_rows(const pd_file *f, uint32_t i, uint32_t *r0, ui
 	*r1 = e > f->height || e < *r0 ? f->height : e;
 }
 
+// The warps' second-level table slots: `words` masks of 32 slots (a bit set: taken), zero
+// between kernels, and INFL_OVF entries of device memory per slot.
+struct infl_slots {
+	uint32_t *masks;
+	uint32_t *ovf;
+	uint32_t words;
+};
+
+// warp_inflate with a second-level slot taken for the call (by lane 0: the first free bit
+// from a word that depends on the CTA, so that CTAs rarely race for one word).
+__device__ static void warp_inflate_slot(warp_shared *w, infl_slots sl, const uint8_t *in, size_t len, uint8_t *out,
+					 size_t cap, int strip, int flags)
+{
+	uint32_t lane = threadIdx.x & 31, slot = 0;
+	if (lane == 0) {
+		for (uint32_t k = blockIdx.x % sl.words;; k = k + 1 == sl.words ? 0 : k + 1) {
+			uint32_t m = *(volatile uint32_t *)&sl.masks[k];
+			while (m != 0xFFFFFFFFu) {
+				uint32_t bit = (uint32_t)__ffs(~m) - 1, old = atomicOr(&sl.masks[k], 1u << bit);
+				if (!(old & 1u << bit)) {
+					slot = 32 * k + bit;
+					break;
+				}
+				m = old | 1u << bit;
+			}
+			if (m != 0xFFFFFFFFu)
+				break;
+		}
+		w->ovf = sl.ovf + (size_t)slot * INFL_OVF;
+	}
+	__syncwarp();
+	warp_inflate(w, in, len, out, cap, strip, flags);
+	if (lane == 0) {
+		__threadfence(); // the next owner of the slot sees nothing of ours in flight
+		atomicAnd(&sl.masks[slot / 32], ~(1u << (slot % 32)));
+	}
+}
+
 // 2: one warp per strip (per file without kiSt).
-__global__ void __launch_bounds__(32 * INFL_WARPS, 12 / INFL_WARPS)
-pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const uint32_t *status, int flags)
+__global__ void __launch_bounds__(32 * INFL_WARPS, INFL_MIN_WARPS / INFL_WARPS)
+pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const uint32_t *status, infl_slots sl,
+	   int flags)
 {
 	__shared__ warp_shared ws[INFL_WARPS];
 	uint32_t wid = threadIdx.x / 32;
@@ -979,8 +1045,8 @@ pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const ui
 				res[0] = KILN_INFL_ERR_DATA + 100; // header
 			return;
 		}
-		warp_inflate(&ws[wid], f->zlib + 2, (size_t)f->zlib_size - 2, f->filt, (size_t)f->filtered_size, 0,
-			     flags);
+		warp_inflate_slot(&ws[wid], sl, f->zlib + 2, (size_t)f->zlib_size - 2, f->filt,
+				  (size_t)f->filtered_size, 0, flags);
 		uint32_t adler = 0;
 		if (ws[wid].rc == KILN_INFL_OK && ws[wid].out_len == f->filtered_size)
 			adler = ws[wid].adler;
@@ -1000,7 +1066,7 @@ pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const ui
 	size_t rowlen = (size_t)f->rowbytes + 1;
 	uint8_t *out = f->filt + (size_t)r0 * rowlen;
 	size_t want = (size_t)(r1 - r0) * rowlen;
-	warp_inflate(&ws[wid], f->zlib + off, next - off, out, want, 1, flags);
+	warp_inflate_slot(&ws[wid], sl, f->zlib + off, next - off, out, want, 1, flags);
 	bool ok = ws[wid].rc == KILN_INFL_OK && ws[wid].out_len == want &&
 		  ws[wid].final == (uint32_t)(s + 1 == f->strips);
 	uint32_t adler = ok ? ws[wid].adler : 0;
@@ -1513,7 +1579,7 @@ __device__ static uint32_t infl_to_status(uint32_t rc)
 
 // 3: one warp per file: verdict on the strips, serial fallback when they lied.
 __global__ void __launch_bounds__(32 * INFL_WARPS)
-pd_finish(const pd_file *files, uint32_t count, uint32_t *status, int flags)
+pd_finish(const pd_file *files, uint32_t count, uint32_t *status, infl_slots sl, int flags)
 {
 	__shared__ warp_shared ws[INFL_WARPS];
 	uint32_t wid = threadIdx.x / 32;
@@ -1565,8 +1631,8 @@ pd_finish(const pd_file *files, uint32_t count, uint32_t *status, int flags)
 	if (kiln_zlib_header_check(f->zlib[0], f->zlib[1]) != 0) {
 		st = ST_HEADER;
 	} else {
-		warp_inflate(&ws[wid], f->zlib + 2, (size_t)f->zlib_size - 2, f->filt, (size_t)f->filtered_size, 0,
-			     flags);
+		warp_inflate_slot(&ws[wid], sl, f->zlib + 2, (size_t)f->zlib_size - 2, f->filt,
+				  (size_t)f->filtered_size, 0, flags);
 		uint32_t rc = ws[wid].rc;
 		if (rc == KILN_INFL_OUTPUT_FULL) {
 			st = ST_OK;
@@ -1797,8 +1863,8 @@ pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globa
 
 // ---- host ------------------------------------------------------------------------------
 
-// Measurement hooks for kiln-bench (png_dec.h): flags 1, 4, 8, 32, 128 and 512
-// are warp_inflate's (A/B of its decode, copy and header methods, clock counts: kiln_pngdec_gpu_prof
+// Measurement hooks for kiln-bench (png_dec.h): flags 1, 4, 8, 128 and 512
+// are warp_inflate's (A/B of its decode and copy methods, clock counts: kiln_pngdec_gpu_prof
 // reads and clears them), 16 runs the de-filter without shuffles (A/B), 2 records events
 // around the four kernels of the following calls (kiln_pngdec_gpu_phase_ms gives the last
 // call's kernel times).
@@ -1948,14 +2014,23 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 	if (strips == 0)
 		return KILN_OK;
 	uint32_t c32 = (uint32_t)count;
-	int flags = (int)(g_debug & 685u), timed = (g_debug & 2u) && g_ev[4];
+	int flags = (int)(g_debug & 653u), timed = (g_debug & 2u) && g_ev[4];
 	if (timed)
 		cudaEventRecord(g_ev[0], s);
 	pd_gather<<<dim3(GATHER_CTAS, c32), 256, 0, s>>>(d_files, c32, d_status);
 	if (timed)
 		cudaEventRecord(g_ev[1], s);
-	pd_inflate<<<(strips + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, strips,
-											      d_status, flags);
+	static bool carveout_set;
+	if (!carveout_set) {
+		// the most shared memory an SM can give: the inflate's warps are held by it
+		cudaFuncSetAttribute(pd_inflate, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+		cudaFuncSetAttribute(pd_finish, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+		cudaGetLastError();
+		carveout_set = true;
+	}
+	infl_slots sl = {(uint32_t *)(base + l.infl_masks), (uint32_t *)(base + l.infl_ovf), sm_count() * INFL_SLOTS / 32};
+	pd_inflate<<<(strips + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, strips, d_status,
+										      sl, flags);
 	if (par_files > 0) {
 		pd_globals *gl = (pd_globals *)(base + l.globals);
 		uint64_t *list[PAR_LISTS];
@@ -1986,7 +2061,7 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 	}
 	if (timed)
 		cudaEventRecord(g_ev[2], s);
-	pd_finish<<<(c32 + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, d_status, flags);
+	pd_finish<<<(c32 + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, d_status, sl, flags);
 	if (timed)
 		cudaEventRecord(g_ev[3], s);
 	unsigned warps = sm_count() * 16;
