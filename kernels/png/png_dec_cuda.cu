@@ -749,8 +749,9 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				size_t lim = limit < cap ? limit : cap;
 				uint32_t pos = 0, cnt = b.count;
 				while (pos < span && o < lim && n < NTOK) {
-					uint32_t e0 = __shfl_sync(FULL_MASK, ek, pos & 31u), e1 = __shfl_sync(FULL_MASK, ek1, pos & 31u);
-					uint32_t e = pos < 32 ? e0 : e1;
+					// pos is the same in every lane: each lane picks its half before the
+					// one shuffle (two shuffles and a select after took more issue slots)
+					uint32_t e = __shfl_sync(FULL_MASK, pos < 32 ? ek : ek1, pos & 31u);
 					uint32_t kind = KILN_INFL_KIND(e), eb = e & 0xFFu;
 					if (kind == KILN_INFL_LIT && pos + eb <= cnt) {
 						if (lane == 0)
@@ -765,8 +766,7 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					if (dpos >= span)
 						break;
 					uint32_t l = (e >> 16) + ((uint32_t)(b.buf >> (pos + eb)) & ((1u << ex) - 1));
-					uint32_t d0 = __shfl_sync(FULL_MASK, dk, dpos & 31u), d1 = __shfl_sync(FULL_MASK, dk1, dpos & 31u);
-					uint32_t d = dpos < 32 ? d0 : d1;
+					uint32_t d = __shfl_sync(FULL_MASK, dpos < 32 ? dk : dk1, dpos & 31u);
 					if (KILN_INFL_KIND(d) != KILN_INFL_LEN)
 						break;
 					uint32_t db = d & 0xFFu, dx = (d >> 12) & 15u;
