@@ -183,7 +183,9 @@ typedef struct astc_enc_grid {
 	 * texel that reads the point appears once */
 	uint16_t tfirst[ASTC_MAX_WEIGHTS + 1];
 	uint8_t ttex[4 * ASTC_MAX_TEXELS];
-	uint8_t tfac[4 * ASTC_MAX_TEXELS];
+	float tfac[4 * ASTC_MAX_TEXELS];
+	/* the taps' factors as floats, for the float infill of the weight fit */
+	float ffac[ASTC_MAX_TEXELS][4];
 } astc_enc_grid;
 
 /* What the encoder precomputes per footprint: the distinct valid single-plane block modes
@@ -201,6 +203,7 @@ typedef struct astc_enc_ctx {
 	 * c + 3 non-empty and no earlier seed with the same pattern up to relabelling */
 	uint64_t part34[2][ASTC_ENC_SEEDS][2][3];
 	uint8_t part34_ok[ASTC_ENC_SEEDS];
+	uint8_t part34_size[2][ASTC_ENC_SEEDS][4]; /* texels of each partition */
 	/* the code of the next lower [0] and next higher [1] value of each weight and colour
 	 * code (trit and quint ranges do not order their codes by value); the code itself at
 	 * either end */
@@ -244,6 +247,8 @@ KILN_HD void astc_enc_init_part34(astc_enc_ctx *ctx, int n)
 			int count = c + 3, seen[4] = {0, 0, 0, 0}, map[4] = {-1, -1, -1, -1}, next = 0;
 			uint64_t planes[2][3] = {{0, 0, 0}, {0, 0, 0}};
 			uint64_t h = 1469598103934665603ull;
+			for (int p = 0; p < 4; p++)
+				ctx->part34_size[c][s][p] = 0;
 			KILN_ROLLED for (int y = 0; y < bh; y++) {
 				KILN_ROLLED for (int x = 0; x < bw; x++) {
 					int i = y * bw + x, p = astc_partition(s, x, y, count, n);
@@ -252,6 +257,7 @@ KILN_HD void astc_enc_init_part34(astc_enc_ctx *ctx, int n)
 					if (p & 2)
 						planes[1][i >> 6] |= 1ull << (i & 63);
 					seen[p] = 1;
+					ctx->part34_size[c][s][p]++;
 					if (map[p] < 0)
 						map[p] = next++;
 					h = (h ^ (uint64_t)map[p]) * 1099511628211ull;
@@ -328,8 +334,10 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 				KILN_ROLLED for (int x = 0; x < bw; x++) {
 					astc_infill_tap *t = &gr->taps[y * bw + x];
 					astc_infill_texel(bw, bh, md.grid_w, md.grid_h, x, y, t);
-					for (int k = 0; k < 4; k++)
+					for (int k = 0; k < 4; k++) {
 						gr->den[t->idx[k]] += (float)t->fac[k];
+						gr->ffac[y * bw + x][k] = (float)t->fac[k];
+					}
 				}
 			}
 			int at = 0;
@@ -340,7 +348,7 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 						if (gr->taps[i].idx[k] != j || !gr->taps[i].fac[k])
 							continue;
 						gr->ttex[at] = (uint8_t)i;
-						gr->tfac[at] = gr->taps[i].fac[k];
+						gr->tfac[at] = (float)gr->taps[i].fac[k];
 						at++;
 					}
 				}
@@ -453,11 +461,10 @@ ASTC_ENC_OUTLINE void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit
 	/* the gray-axis distance in ninths: (3 c - (r + g + b))^2 summed over RGB, over 9 */
 	uint32_t g9 = 0;
 	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+		/* here and below the channels are written out: a loop of 4 is not unrolled at -O2 */
 		int sum = blk->px[i][0] + blk->px[i][1] + blk->px[i][2];
-		for (int c = 0; c < 3; c++) {
-			int d = 3 * blk->px[i][c] - sum;
-			g9 += (uint32_t)(d * d);
-		}
+		int d0 = 3 * blk->px[i][0] - sum, d1 = 3 * blk->px[i][1] - sum, d2 = 3 * blk->px[i][2] - sum;
+		g9 += (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2);
 	}
 	fit->gray_err = (g9 + 4) / 9;
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
@@ -467,9 +474,12 @@ ASTC_ENC_OUTLINE void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit
 		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
+			const uint8_t *x = blk->px[i];
 			cnt++;
-			for (int c = 0; c < 4; c++)
-				mean[c] += (float)blk->px[i][c];
+			mean[0] += (float)x[0];
+			mean[1] += (float)x[1];
+			mean[2] += (float)x[2];
+			mean[3] += (float)x[3];
 			alpha |= blk->px[i][3] != 255;
 			gray &= blk->px[i][0] == blk->px[i][1] && blk->px[i][1] == blk->px[i][2];
 			if (fit->ccs < 4) {
@@ -488,9 +498,13 @@ ASTC_ENC_OUTLINE void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit
 		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
+			const uint8_t *x = blk->px[i];
+			int ccs = fit->ccs;
 			float d[4];
-			for (int c = 0; c < 4; c++)
-				d[c] = c == fit->ccs ? 0.0f : (float)blk->px[i][c] - mean[c];
+			d[0] = ccs == 0 ? 0.0f : (float)x[0] - mean[0];
+			d[1] = ccs == 1 ? 0.0f : (float)x[1] - mean[1];
+			d[2] = ccs == 2 ? 0.0f : (float)x[2] - mean[2];
+			d[3] = ccs == 3 ? 0.0f : (float)x[3] - mean[3];
 			for (int a = 0; a < 4; a++)
 				for (int b = 0; b < 4; b++)
 					cov[a][b] += d[a] * d[b];
@@ -522,14 +536,20 @@ ASTC_ENC_OUTLINE void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit
 		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
+			const uint8_t *x = blk->px[i];
+			int ccs = fit->ccs;
 			float t = 0.0f;
-			for (int c = 0; c < 4; c++)
-				t += (c == fit->ccs ? 0.0f : (float)blk->px[i][c] - mean[c]) * v[c];
+			t += (ccs == 0 ? 0.0f : (float)x[0] - mean[0]) * v[0];
+			t += (ccs == 1 ? 0.0f : (float)x[1] - mean[1]) * v[1];
+			t += (ccs == 2 ? 0.0f : (float)x[2] - mean[2]) * v[2];
+			t += (ccs == 3 ? 0.0f : (float)x[3] - mean[3]) * v[3];
 			t = vv > 0.0f ? t / vv : 0.0f;
-			for (int c = 0; c < 4; c++) {
-				float r = (float)blk->px[i][c] - mean[c] - t * v[c];
-				fit->resid[c] += (uint32_t)(r * r);
-			}
+			float r0 = (float)x[0] - mean[0] - t * v[0], r1 = (float)x[1] - mean[1] - t * v[1];
+			float r2 = (float)x[2] - mean[2] - t * v[2], r3 = (float)x[3] - mean[3] - t * v[3];
+			fit->resid[0] += (uint32_t)(r0 * r0);
+			fit->resid[1] += (uint32_t)(r1 * r1);
+			fit->resid[2] += (uint32_t)(r2 * r2);
+			fit->resid[3] += (uint32_t)(r3 * r3);
 			fit->w[i] = t;
 			tmin = t < tmin ? t : tmin;
 			tmax = t > tmax ? t : tmax;
@@ -558,8 +578,9 @@ ASTC_ENC_OUTLINE void astc_enc_decoded_endpoints(const astc_symbolic *s, int p, 
 }
 
 /* Texel weights 0..1 -> grid weights 0..64 through the transpose of the infill: each grid
- * point averages the texels it contributes to, weighted by its factor. */
-ASTC_ENC_OUTLINE void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, const float *tw, float *grid, int steps)
+ * point averages the texels it contributes to, weighted by its factor (the start of
+ * astc_enc_grid_from_texels). */
+ASTC_ENC_OUTLINE void astc_enc_grid_start(const astc_enc_grid *g, const float *tw, float *grid)
 {
 	int ng = g->w * g->h;
 	if (g->full) {
@@ -573,27 +594,44 @@ ASTC_ENC_OUTLINE void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, c
 	KILN_ROLLED for (int j = 0; j < ng; j++) {
 		float num = 0.0f;
 		KILN_ROLLED for (int e = g->tfirst[j]; e < g->tfirst[j + 1]; e++)
-			num += (float)g->tfac[e] * tw[g->ttex[e]];
+			num += g->tfac[e] * tw[g->ttex[e]];
 		grid[j] = g->den[j] > 0.0f ? num / g->den[j] * 64.0f : 32.0f;
 	}
-	/* the average blurs: correction steps towards the least-squares grid, each grid
-	 * point moved by the average residual of the texels it reaches */
+}
+
+/* The average blurs: correction steps towards the least-squares grid, each grid point
+ * moved by the average residual of the texels it reaches (none on a full grid). A step
+ * depends only on the grid weights before it, so k steps and then m more are k + m steps:
+ * the encoding continues from the ranking's weights (astc_enc_grid_cache). */
+ASTC_ENC_OUTLINE void astc_enc_grid_correct(const astc_enc_grid *g, int n, const float *tw, float *grid, int steps)
+{
+	int ng = g->w * g->h;
+	if (g->full)
+		return;
 	float r[ASTC_MAX_TEXELS];
 	KILN_ROLLED for (int it = 0; it < steps; it++) {
 		KILN_ROLLED for (int i = 0; i < n; i++) {
 			const astc_infill_tap *t = &g->taps[i];
-			float w = ((float)t->fac[0] * grid[t->idx[0]] + (float)t->fac[1] * grid[t->idx[1]] +
-				   (float)t->fac[2] * grid[t->idx[2]] + (float)t->fac[3] * grid[t->idx[3]]) / 16.0f;
+			const float *f = g->ffac[i];
+			float w = (f[0] * grid[t->idx[0]] + f[1] * grid[t->idx[1]] + f[2] * grid[t->idx[2]] +
+				   f[3] * grid[t->idx[3]]) / 16.0f;
 			r[i] = tw[i] * 64.0f - w;
 		}
 		KILN_ROLLED for (int j = 0; j < ng; j++) {
 			float num = 0.0f;
 			KILN_ROLLED for (int e = g->tfirst[j]; e < g->tfirst[j + 1]; e++)
-				num += (float)g->tfac[e] * r[g->ttex[e]];
+				num += g->tfac[e] * r[g->ttex[e]];
 			float v = g->den[j] > 0.0f ? grid[j] + num / g->den[j] : grid[j];
 			grid[j] = v < 0.0f ? 0.0f : (v > 64.0f ? 64.0f : v);
 		}
 	}
+}
+
+/* Texel weights 0..1 -> grid weights 0..64: the average, then `steps` corrections. */
+KILN_HD void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, const float *tw, float *grid, int steps)
+{
+	astc_enc_grid_start(g, tw, grid);
+	astc_enc_grid_correct(g, n, tw, grid, steps);
 }
 
 /* The decoder's infill (astc_infill) with precomputed taps. */
@@ -624,15 +662,19 @@ KILN_HD void astc_enc_plane_weights(const astc_enc_grid *g, int n, int wrange, c
 
 /* astc_interpolate of astc_block.h without its loop (the FP16 truncation as a mask chosen
  * by the magnitude); tests/unit/test_astc.c checks that the two agree everywhere. */
-KILN_HD int astc_enc_interp(int e0, int e1, int w, int srgb)
+KILN_HD int astc_enc_unorm8(uint32_t c)
 {
-	if (srgb)
-		return astc_interpolate(e0, e1, w, srgb);
-	uint32_t c = ((uint32_t)e0 * 257u * (uint32_t)(64 - w) + (uint32_t)e1 * 257u * (uint32_t)w + 32u) >> 6;
 	if (c >= 65535u)
 		return 255;
 	uint32_t m = c >= 32768u ? 31u : (c >= 16384u ? 15u : (c >= 8192u ? 7u : (c >= 4096u ? 3u : (c >= 2048u ? 1u : 0u))));
 	return (int)(((c & ~m) * 255u + 32768u) >> 16);
+}
+
+KILN_HD int astc_enc_interp(int e0, int e1, int w, int srgb)
+{
+	if (srgb)
+		return astc_interpolate(e0, e1, w, srgb);
+	return astc_enc_unorm8(((uint32_t)e0 * 257u * (uint32_t)(64 - w) + (uint32_t)e1 * 257u * (uint32_t)w + 32u) >> 6);
 }
 
 /* Exact error of an encoding with texel weights W0 (and W1 for channel ccs; ccs 4: none):
@@ -645,13 +687,36 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t
 	KILN_ROLLED for (int p = 0; p < s->partitions; p++)
 		astc_enc_decoded_endpoints(s, p, e[p][0], e[p][1]);
 	uint32_t err = 0;
-	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-		int p = part[i];
-		for (int k = 0; k < 4; k++) {
-			int w = k == ccs ? W1[i] : W0[i];
-			int d = astc_enc_interp(e[p][0][k], e[p][1][k], w, blk->srgb) - (int)blk->px[i][k];
-			err += (uint32_t)(d * d);
+	if (blk->srgb) {
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+			int p = part[i];
+			for (int k = 0; k < 4; k++) {
+				int w = k == ccs ? W1[i] : W0[i];
+				int d = astc_enc_interp(e[p][0][k], e[p][1][k], w, 1) - (int)blk->px[i][k];
+				err += (uint32_t)(d * d);
+			}
+			if (err > limit)
+				return err;
 		}
+		return err;
+	}
+	/* astc_enc_interp with the 16-bit value as base + slope x weight per partition and
+	 * channel: e0 257 (64 - w) + e1 257 w + 32 = (257 64 e0 + 32) + 257 (e1 - e0) w */
+	int base[4][4], slope[4][4];
+	KILN_ROLLED for (int p = 0; p < s->partitions; p++)
+		for (int k = 0; k < 4; k++) {
+			base[p][k] = 257 * 64 * e[p][0][k] + 32;
+			slope[p][k] = 257 * (e[p][1][k] - e[p][0][k]);
+		}
+	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+		int p = part[i], w0 = W0[i], w1 = ccs < 4 ? W1[i] : w0;
+		const uint8_t *x = blk->px[i];
+		/* the channels written out (a loop of 4 is not unrolled at -O2) */
+		int d0 = astc_enc_unorm8((uint32_t)(base[p][0] + slope[p][0] * (ccs == 0 ? w1 : w0)) >> 6) - (int)x[0];
+		int d1 = astc_enc_unorm8((uint32_t)(base[p][1] + slope[p][1] * (ccs == 1 ? w1 : w0)) >> 6) - (int)x[1];
+		int d2 = astc_enc_unorm8((uint32_t)(base[p][2] + slope[p][2] * (ccs == 2 ? w1 : w0)) >> 6) - (int)x[2];
+		int d3 = astc_enc_unorm8((uint32_t)(base[p][3] + slope[p][3] * (ccs == 3 ? w1 : w0)) >> 6) - (int)x[3];
+		err += (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
 		if (err > limit)
 			return err;
 	}
@@ -664,30 +729,23 @@ KILN_HD int astc_enc_round64(float v)
 	return r < 0 ? 0 : (r > 64 ? 64 : r);
 }
 
-/* Endpoints of partition p by least squares against integer texel weights W (0..64):
- * minimise sum((64-W) e0 + W e1 - 64 x)^2 per channel, solved exactly in 64-bit integers
- * and rounded to nearest. Returns 0 when the weights do not determine two endpoints. */
-ASTC_ENC_OUTLINE int astc_enc_lsq(const astc_enc_block *blk, const uint8_t *part, int p, const uint8_t *W,
-				  int *e0, int *e1)
+/* Endpoints of one partition by least squares against integer texel weights w1 (0..64):
+ * minimise sum((64-w1) e0 + w1 e1 - 64 x)^2 per channel k0..k1-1, solved exactly in 64-bit
+ * integers and rounded to nearest, from the partition's sums (astc_enc_refit): texels
+ * cnt, weights s1, squared weights c2, per channel values px and weighted values pw.
+ * Returns 0 when the weights do not determine two endpoints. */
+KILN_HD int astc_enc_lsq(int32_t cnt, int32_t s1, int32_t c2, const int32_t *px, const int32_t *pw, int k0, int k1,
+			 int *e0, int *e1)
 {
-	int64_t a = 0, b = 0, c = 0, d0[4] = {0, 0, 0, 0}, d1[4] = {0, 0, 0, 0};
-	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-		if (part[i] != p)
-			continue;
-		int64_t w1 = W[i], w0 = 64 - w1;
-		a += w0 * w0;
-		b += w0 * w1;
-		c += w1 * w1;
-		for (int k = 0; k < 4; k++) {
-			d0[k] += w0 * 64 * blk->px[i][k];
-			d1[k] += w1 * 64 * blk->px[i][k];
-		}
-	}
+	/* a = sum w0 w0, b = sum w0 w1, c = sum w1 w1 (w0 = 64 - w1) */
+	int64_t c = c2, b = 64 * (int64_t)s1 - c, a = 4096 * (int64_t)cnt - 64 * (int64_t)s1 - b;
 	int64_t det = a * c - b * b;
 	if (det <= 0)
 		return 0;
-	for (int k = 0; k < 4; k++) {
-		int64_t n0 = c * d0[k] - b * d1[k], n1 = a * d1[k] - b * d0[k];
+	KILN_ROLLED for (int k = k0; k < k1; k++) {
+		/* d0, d1: 64 x sum w0 x, 64 x sum w1 x */
+		int64_t d1 = 64 * (int64_t)pw[k], d0 = 4096 * (int64_t)px[k] - d1;
+		int64_t n0 = c * d0 - b * d1, n1 = a * d1 - b * d0;
 		/* round half away from zero, then clamp */
 		int64_t q0 = n0 >= 0 ? (2 * n0 + det) / (2 * det) : -((-2 * n0 + det) / (2 * det));
 		int64_t q1 = n1 >= 0 ? (2 * n1 + det) / (2 * det) : -((-2 * n1 + det) / (2 * det));
@@ -698,13 +756,40 @@ ASTC_ENC_OUTLINE int astc_enc_lsq(const astc_enc_block *blk, const uint8_t *part
 }
 
 /* Endpoints of every partition by least squares against W0 (and W1 for channel ccs);
- * a partition or channel the weights do not determine keeps its endpoints in ep. */
+ * a partition or channel the weights do not determine keeps its endpoints in ep. The sums
+ * of every partition are taken in one pass over the texels, in 32 bits (at most
+ * 144 x 64 x 255). */
 ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const uint8_t *part, int parts, const uint8_t *W0,
 				     const uint8_t *W1, int ccs, int ep[4][2][4])
 {
+	int32_t cnt[4] = {0, 0, 0, 0}, s1[2][4] = {{0}}, c2[2][4] = {{0}};
+	int32_t px[4][4] = {{0}}, pw[4][4] = {{0}}, pw1[4][4] = {{0}};
+	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+		int p = part[i];
+		int32_t w = W0[i];
+		const uint8_t *x = blk->px[i];
+		cnt[p]++;
+		s1[0][p] += w;
+		c2[0][p] += w * w;
+		/* the channels written out: a loop of 4 is not unrolled at -O2 */
+		px[p][0] += x[0];
+		px[p][1] += x[1];
+		px[p][2] += x[2];
+		px[p][3] += x[3];
+		pw[p][0] += w * x[0];
+		pw[p][1] += w * x[1];
+		pw[p][2] += w * x[2];
+		pw[p][3] += w * x[3];
+		if (ccs < 4) {
+			w = W1[i];
+			s1[1][p] += w;
+			c2[1][p] += w * w;
+			pw1[p][ccs] += w * blk->px[i][ccs];
+		}
+	}
 	KILN_ROLLED for (int p = 0; p < parts; p++) {
 		int e0[4], e1[4];
-		if (astc_enc_lsq(blk, part, p, W0, e0, e1)) {
+		if (astc_enc_lsq(cnt[p], s1[0][p], c2[0][p], px[p], pw[p], 0, 4, e0, e1)) {
 			for (int k = 0; k < 4; k++) {
 				if (k == ccs)
 					continue;
@@ -712,7 +797,7 @@ ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const uint8_t *p
 				ep[p][1][k] = e1[k];
 			}
 		}
-		if (ccs < 4 && astc_enc_lsq(blk, part, p, W1, e0, e1)) {
+		if (ccs < 4 && astc_enc_lsq(cnt[p], s1[1][p], c2[1][p], px[p], pw1[p], ccs, ccs + 1, e0, e1)) {
 			ep[p][0][ccs] = e0[ccs];
 			ep[p][1][ccs] = e1[ccs];
 		}
@@ -928,15 +1013,38 @@ typedef struct astc_enc_grid_memo {
 	uint8_t v[2][ASTC_MAX_WEIGHTS];
 } astc_enc_grid_memo;
 
+/* The ranking's grid weights (before rounding) of the few grids whose modes stand highest
+ * in its candidate list, kept for the candidates' encoding: that continues them with the
+ * remaining correction steps (grid_steps - est_steps; astc_enc_grid_correct), which gives
+ * the weights of a fit from scratch bit for bit for a fraction of the work. A slot holds
+ * one plane of one grid of the fit and the steps taken so far. */
+#define ASTC_ENC_GRID_CACHE 8
+typedef struct astc_enc_grid_cache {
+	int key[ASTC_ENC_GRID_CACHE]; /* 2 grid + plane; -1: empty */
+	int steps[ASTC_ENC_GRID_CACHE];
+	float v[ASTC_ENC_GRID_CACHE][ASTC_MAX_WEIGHTS];
+} astc_enc_grid_cache;
+
+/* The end of a candidate's first iteration (astc_enc_try_mode): its encoding, error and
+ * refitted endpoints, from which a later call with refinement rounds goes on instead of
+ * encoding it again (the same inputs give the same first iteration). */
+typedef struct astc_enc_first {
+	astc_symbolic s;
+	uint32_t err;
+	int ep[4][2][4];
+} astc_enc_first;
+
 /* Encodes with one block mode and a partitioning: fills s, returns its exact error.
  * line_ep are the fit's starting endpoints (astc_enc_line_endpoints, computed once per
  * fit), memo the fit's rounded grid weights for the last grid asked (kept across the
  * calls of one fit). *kindp is the endpoint kind (0 direct, 1 base+scale); -1 tries both
- * on the first iteration and returns the one kept. */
+ * on the first iteration and returns the one kept. With a kind given, `first` (where not
+ * NULL) gets the first iteration's end when `iterations` is 0, and otherwise holds it:
+ * the call goes on from there. */
 ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 					    const astc_enc_fit *fit, int line_ep[4][2][4], const astc_enc_mode *m, int seed,
 					    int iterations, int grid_steps, uint32_t limit, int *kindp, astc_symbolic *s,
-					    astc_enc_grid_memo *memo)
+					    astc_enc_grid_memo *memo, astc_enc_grid_cache *gc, astc_enc_first *first)
 {
 	const astc_enc_grid *g = &ctx->grids[m->grid];
 	int parts = fit->parts;
@@ -954,7 +1062,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 	s->mode.wrange = m->wrange;
 	s->mode.weight_bits = m->weight_bits;
 	/* kind < 0: try both endpoint kinds on the first iteration, keep the better */
-	int kind = *kindp < 0 ? 0 : *kindp, kinds_left = *kindp < 0 ? 1 : 0;
+	int kind = *kindp < 0 ? 0 : *kindp, kinds_left = *kindp < 0 ? 1 : 0, given = !kinds_left;
 	if (!astc_enc_set_cems(ctx, s, fit, ccs, kind, m->weight_bits)) {
 		if (!kinds_left)
 			return UINT32_MAX;
@@ -980,13 +1088,63 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 	uint8_t W[2][ASTC_MAX_TEXELS];
 	uint32_t best = UINT32_MAX;
 	astc_symbolic cur = *s;
-	KILN_ROLLED for (int it = 0; it <= iterations; it++) {
+	int resume = first && iterations > 0 && given;
+	if (resume) {
+		cur = first->s;
+		*s = first->s;
+		best = first->err;
+		KILN_ROLLED for (int p = 0; p < parts; p++)
+			for (int k = 0; k < 4; k++) {
+				ep[p][0][k] = first->ep[p][0][k];
+				ep[p][1][k] = first->ep[p][1][k];
+			}
+	}
+	KILN_ROLLED for (int it = resume; it <= iterations; it++) {
+		if (it > 0) {
+			/* texel positions re-projected on the quantised endpoints: plane 0 on the
+			 * channels other than ccs, plane 1 on channel ccs */
+			KILN_ROLLED for (int p = 0; p < parts; p++) {
+				int e0[4], e1[4];
+				astc_enc_decoded_endpoints(&cur, p, e0, e1);
+				int d[4], dd = 0;
+				for (int k = 0; k < 4; k++) {
+					d[k] = e1[k] - e0[k];
+					dd += k == ccs ? 0 : d[k] * d[k];
+				}
+				KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+					if (fit->part[i] != p)
+						continue;
+					int t = 0;
+					for (int k = 0; k < 4; k++)
+						t += k == ccs ? 0 : ((int)blk->px[i][k] - e0[k]) * d[k];
+					float f = dd > 0 ? (float)t / (float)dd : 0.5f;
+					tw[0][i] = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
+					if (dual) {
+						int dc = d[ccs];
+						f = dc != 0 ? (float)((int)blk->px[i][ccs] - e0[ccs]) / (float)dc : 0.5f;
+						tw[1][i] = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
+					}
+				}
+			}
+		}
 		/* weights for the current texel positions, quantised and infilled */
 		if (it > 0 || memo->grid != m->grid) {
 			KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
-				astc_enc_grid_from_texels(g, blk->n, tw[pl], grid, grid_steps);
+				/* the fit's own positions: from the ranking's weights where it kept them */
+				int slot = -1;
+				KILN_ROLLED for (int c = 0; c < ASTC_ENC_GRID_CACHE && it == 0; c++)
+					if (gc->key[c] == 2 * m->grid + pl && gc->steps[c] <= grid_steps)
+						slot = c;
+				float *gp = grid;
+				if (slot >= 0) {
+					gp = gc->v[slot];
+					astc_enc_grid_correct(g, blk->n, tw[pl], gp, grid_steps - gc->steps[slot]);
+					gc->steps[slot] = grid_steps;
+				} else {
+					astc_enc_grid_from_texels(g, blk->n, tw[pl], grid, grid_steps);
+				}
 				KILN_ROLLED for (int j = 0; j < g->w * g->h; j++)
-					gv[pl][j] = (uint8_t)astc_enc_round64(grid[j]);
+					gv[pl][j] = (uint8_t)astc_enc_round64(gp[j]);
 			}
 			memo->grid = it > 0 ? -1 : m->grid;
 		}
@@ -1029,33 +1187,15 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 				}
 			}
 		}
-		if (it == iterations)
-			break;
-		/* texel positions re-projected on the quantised endpoints: plane 0 on the
-		 * channels other than ccs, plane 1 on channel ccs */
-		KILN_ROLLED for (int p = 0; p < parts; p++) {
-			int e0[4], e1[4];
-			astc_enc_decoded_endpoints(&cur, p, e0, e1);
-			int d[4], dd = 0;
+	}
+	if (first && iterations == 0 && given) {
+		first->s = *s;
+		first->err = best;
+		KILN_ROLLED for (int p = 0; p < parts; p++)
 			for (int k = 0; k < 4; k++) {
-				d[k] = e1[k] - e0[k];
-				dd += k == ccs ? 0 : d[k] * d[k];
+				first->ep[p][0][k] = ep[p][0][k];
+				first->ep[p][1][k] = ep[p][1][k];
 			}
-			KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-				if (fit->part[i] != p)
-					continue;
-				int t = 0;
-				for (int k = 0; k < 4; k++)
-					t += k == ccs ? 0 : ((int)blk->px[i][k] - e0[k]) * d[k];
-				float f = dd > 0 ? (float)t / (float)dd : 0.5f;
-				tw[0][i] = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
-				if (dual) {
-					int dc = d[ccs];
-					f = dc != 0 ? (float)((int)blk->px[i][ccs] - e0[ccs]) / (float)dc : 0.5f;
-					tw[1][i] = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
-				}
-			}
-		}
 	}
 	return best;
 }
@@ -1093,12 +1233,10 @@ ASTC_ENC_OUTLINE void astc_enc_lut(const astc_symbolic *s, int p, int srgb, int 
 KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0,
 				    int w1, int ccs)
 {
-	uint32_t err = 0;
-	for (int k = 0; k < 4; k++) {
-		int d = (int)lut[k][k == ccs ? w1 : w0] - (int)blk->px[i][k];
-		err += (uint32_t)(d * d);
-	}
-	return err;
+	const uint8_t *x = blk->px[i];
+	int d0 = (int)lut[0][ccs == 0 ? w1 : w0] - (int)x[0], d1 = (int)lut[1][ccs == 1 ? w1 : w0] - (int)x[1];
+	int d2 = (int)lut[2][ccs == 2 ? w1 : w0] - (int)x[2], d3 = (int)lut[3][ccs == 3 ? w1 : w0] - (int)x[3];
+	return (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
 }
 
 /* Texel i's weight infilled from the grid weights gq. */
@@ -1400,22 +1538,48 @@ ASTC_ENC_OUTLINE void astc_enc_k_means(const astc_enc_block *blk, const astc_enc
 	}
 }
 
-/* Texels of a k-clustering outside the partitions of seed s (k = 3, 4) under the best
- * matching of clusters to partitions. */
-KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k, uint64_t masks[4][3], int n)
+/* Texels of a k-clustering (clusters of msize texels) outside the partitions of seed s
+ * (k = 3, 4) under the best matching of clusters to partitions; where no matching can
+ * bring that under `cut` (each cluster in its best partition), that bound instead. */
+KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k, uint64_t masks[4][3],
+					const int *msize, int n, uint32_t cut)
 {
 	const uint64_t(*pl)[3] = ctx->part34[k - 3][seed];
-	int words = (n + 63) >> 6, cnt[4][4];
-	KILN_ROLLED for (int b = 0; b < k; b++) {
-		KILN_ROLLED for (int a = 0; a < k; a++)
+	const uint8_t *psize = ctx->part34_size[k - 3][seed];
+	int words = (n + 63) >> 6, cnt[4][4], l = k - 1;
+	/* the texels of cluster a in partition b counted for a, b < k - 1; the clusters and the
+	 * partitions each cover every texel once, so the last column and row are what their
+	 * sizes leave */
+	KILN_ROLLED for (int b = 0; b < l; b++) {
+		KILN_ROLLED for (int a = 0; a < l; a++)
 			cnt[a][b] = 0;
 		KILN_ROLLED for (int w = 0; w < words; w++) {
 			uint64_t p0 = pl[0][w], p1 = pl[1][w];
 			uint64_t pm = ((b & 1) ? p0 : ~p0) & ((b & 2) ? p1 : ~p1);
-			KILN_ROLLED for (int a = 0; a < k; a++)
+			KILN_ROLLED for (int a = 0; a < l; a++)
 				cnt[a][b] += astc_enc_popcount(masks[a][w] & pm);
 		}
 	}
+	cnt[l][l] = msize[l];
+	KILN_ROLLED for (int a = 0; a < l; a++)
+		cnt[a][l] = msize[a];
+	KILN_ROLLED for (int b = 0; b < l; b++) {
+		cnt[l][b] = psize[b];
+		KILN_ROLLED for (int a = 0; a < l; a++) {
+			cnt[a][l] -= cnt[a][b];
+			cnt[l][b] -= cnt[a][b];
+		}
+		cnt[l][l] -= cnt[l][b];
+	}
+	int top = 0;
+	KILN_ROLLED for (int a = 0; a < k; a++) {
+		int mx = 0;
+		KILN_ROLLED for (int b = 0; b < k; b++)
+			mx = cnt[a][b] > mx ? cnt[a][b] : mx;
+		top += mx;
+	}
+	if ((uint32_t)(n - top) >= cut)
+		return n - top;
 	/* the best assignment over every permutation (6 or 24) */
 	int best = 0;
 	KILN_ROLLED for (int b0 = 0; b0 < k; b0++)
@@ -1442,7 +1606,8 @@ KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k
  * candidates, which grids and how many correction steps. Fills cand[] with the ef->cand
  * best mode indices (ties to the lower index) and returns how many it found. */
 ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_fit *fit,
-				       int ep[4][2][4], int dual, const astc_enc_effort *ef, int *cand)
+				       int ep[4][2][4], int dual, const astc_enc_effort *ef, int *cand,
+				       astc_enc_grid_cache *gc)
 {
 	int count = ef->cand;
 	int n = blk->n, parts = fit->parts, ccs = dual ? fit->ccs : 4;
@@ -1490,7 +1655,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 	}
 
 	float errs[ASTC_ENC_MAX_CAND];
-	int have = 0;
+	int have = 0, cgrid[ASTC_ENC_MAX_CAND]; /* the grid of each entry */
 	/* the CEMs of each endpoint kind do not depend on the mode */
 	astc_symbolic tmp;
 	tmp.partitions = (uint8_t)parts;
@@ -1528,13 +1693,14 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 				continue;
 			KILN_ROLLED for (int i = 0; i < n; i++) {
 				const astc_infill_tap *tp = &gr->taps[i];
-				float w = ((float)tp->fac[0] * ideal[pl][tp->idx[0]] + (float)tp->fac[1] * ideal[pl][tp->idx[1]] +
-					   (float)tp->fac[2] * ideal[pl][tp->idx[2]] + (float)tp->fac[3] * ideal[pl][tp->idx[3]]) /
-					  16.0f;
+				const float *f = gr->ffac[i];
+				float w = (f[0] * ideal[pl][tp->idx[0]] + f[1] * ideal[pl][tp->idx[1]] + f[2] * ideal[pl][tp->idx[2]] +
+					   f[3] * ideal[pl][tp->idx[3]]) / 16.0f;
 				float d = tw[i] * 64.0f - w;
 				dec += d * d * len[pl][fit->part[i]] / 4096.0f;
 			}
 		}
+		int inserted = 0;
 		KILN_ROLLED for (int t = first; t < end; t++) {
 			int mi = ctx->grid_modes[t];
 			const astc_enc_mode *m = &ctx->modes[mi];
@@ -1582,12 +1748,51 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 				KILN_ROLLED for (int j = last; j > at; j--) {
 					cand[j] = cand[j - 1];
 					errs[j] = errs[j - 1];
+					cgrid[j] = cgrid[j - 1];
 				}
 				cand[at] = ASTC_ENC_KINDS * mi + kind;
 				errs[at] = ek;
+				cgrid[at] = g;
 				if (have < count)
 					have++;
+				inserted = 1;
 			}
+		}
+		/* (a full grid's weights are the texels' own: nothing to keep) */
+		if (!inserted || gr->full)
+			continue;
+		/* each plane's weights go to an empty slot, or replace those of the slot whose grid
+		 * stands lowest in the list where that is below this grid's first place */
+		int mine = -1;
+		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
+			int worst = -1, wpos = -1;
+			KILN_ROLLED for (int c = 0; c < ASTC_ENC_GRID_CACHE && worst < 0; c++)
+				if (gc->key[c] < 0)
+					worst = c;
+			if (worst < 0) {
+				if (mine < 0) {
+					mine = have;
+					KILN_ROLLED for (int t = 0; t < have && mine == have; t++)
+						if (cgrid[t] == g)
+							mine = t;
+				}
+				KILN_ROLLED for (int c = 0; c < ASTC_ENC_GRID_CACHE; c++) {
+					int pos = have;
+					KILN_ROLLED for (int t = 0; t < have && pos >= have; t++)
+						if (2 * cgrid[t] == (gc->key[c] & ~1))
+							pos = t;
+					if (pos > wpos) {
+						wpos = pos;
+						worst = c;
+					}
+				}
+				if (wpos <= mine)
+					break;
+			}
+			gc->key[worst] = 2 * g + pl;
+			gc->steps[worst] = ef->est_steps;
+			KILN_ROLLED for (int j = 0; j < ng; j++)
+				gc->v[worst][j] = ideal[pl][j];
 		}
 	}
 	return have;
@@ -1608,18 +1813,25 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 	 * same encoding and error: it is kept from the first encoding instead */
 	astc_symbolic kept;
 	int reuse = keep == 1 && ef->iterations == 0;
+	/* with refinement rounds, each entry's first iteration is kept (firsts[slot[t]]) and its
+	 * refinement goes on from there; `spare`: the slot no entry holds */
+	astc_enc_first firsts[ASTC_ENC_SHORTLIST + 1];
+	int slot[ASTC_ENC_SHORTLIST], spare = 0, resume = ef->iterations > 0;
 	int modes[ASTC_ENC_MAX_CAND];
 	int line_ep[4][2][4];
 	astc_enc_line_endpoints(blk, fit, line_ep);
 	astc_enc_grid_memo memo;
 	memo.grid = -1;
-	int nmodes = astc_enc_estimate(ctx, blk, fit, line_ep, dual, ef, modes);
+	astc_enc_grid_cache gc;
+	KILN_ROLLED for (int c = 0; c < ASTC_ENC_GRID_CACHE; c++)
+		gc.key[c] = -1;
+	int nmodes = astc_enc_estimate(ctx, blk, fit, line_ep, dual, ef, modes, &gc);
 	KILN_ROLLED for (int c = 0; c < nmodes; c++) {
 		int m = modes[c] / ASTC_ENC_KINDS;
 		uint32_t limit = have == keep ? errs[have - 1] : UINT32_MAX;
 		int kind = modes[c] % ASTC_ENC_KINDS;
 		uint32_t e = astc_enc_try_mode(ctx, blk, fit, line_ep, &ctx->modes[m], seed, 0, ef->grid_steps, limit, &kind,
-					       &cand, &memo);
+					       &cand, &memo, &gc, resume ? &firsts[spare] : 0);
 		if (e < *best_err) {
 			*best_err = e;
 			*best = cand;
@@ -1629,15 +1841,18 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 			at--;
 		if (at >= keep)
 			continue;
-		int last = have < keep ? have : keep - 1;
+		int last = have < keep ? have : keep - 1, freed = have < keep ? have + 1 : slot[keep - 1];
 		KILN_ROLLED for (int j = last; j > at; j--) {
 			list[j] = list[j - 1];
 			kinds[j] = kinds[j - 1];
 			errs[j] = errs[j - 1];
+			slot[j] = slot[j - 1];
 		}
 		list[at] = m;
 		kinds[at] = kind;
 		errs[at] = e;
+		slot[at] = spare;
+		spare = freed;
 		if (have < keep)
 			have++;
 		/* an entry is an encoding that ran to its end (its error is below the limit) */
@@ -1652,7 +1867,7 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 			cand = kept;
 		} else {
 			e = astc_enc_try_mode(ctx, blk, fit, line_ep, md, seed, ef->iterations, ef->grid_steps, UINT32_MAX,
-					      &kinds[t], &cand, &memo);
+					      &kinds[t], &cand, &memo, &gc, resume ? &firsts[slot[t]] : 0);
 		}
 		if (e == UINT32_MAX)
 			continue;
@@ -1682,12 +1897,17 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
 	int n = blk->n;
 	uint64_t masks[4][3];
 	astc_enc_k_means(blk, line, k, masks);
+	int msize[4];
+	KILN_ROLLED for (int a = 0; a < k; a++)
+		msize[a] = astc_enc_popcount(masks[a][0]) + astc_enc_popcount(masks[a][1]) + astc_enc_popcount(masks[a][2]);
 	int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
 	uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
 	KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
 		if (!((ctx->part34_ok[s] >> (k - 3)) & 1))
 			continue;
-		uint32_t sc = (uint32_t)astc_enc_pattern_mismatch_k(ctx, s, k, masks, n);
+		/* a seed whose bound cannot enter the full shortlist is dropped on the bound */
+		uint32_t sc = (uint32_t)astc_enc_pattern_mismatch_k(ctx, s, k, masks, msize, n,
+								    have == tries ? scores[tries - 1] : UINT32_MAX);
 		astc_enc_shortlist_add(seeds, scores, &have, tries, s, sc);
 	}
 	astc_enc_fit *f = scratch;

@@ -677,6 +677,94 @@ Test(astc_encode, transposed_taps_match_the_infill)
 	free(ctx);
 }
 
+/* The encoder continues the ranking's weight fits (astc_enc_grid_cache): k correction
+ * steps and then m more must give the k + m steps of a fit from scratch bit for bit, for
+ * every grid of every footprint, and the float factors of the fit must be the taps'. */
+Test(astc_encode, weight_fit_continues_bit_for_bit)
+{
+	astc_enc_ctx *ctx = malloc(sizeof *ctx);
+	cr_assert_not_null(ctx);
+	uint32_t seed = 12345;
+	int fits = 0;
+	for (int f = 0; f < 14; f++) {
+		int bw = footprints[f][0], bh = footprints[f][1], n = bw * bh;
+		astc_enc_ctx_init(ctx, bw, bh);
+		for (int g = 0; g < ctx->grid_count; g++) {
+			const astc_enc_grid *gr = &ctx->grids[g];
+			for (int i = 0; i < n && !gr->full; i++)
+				for (int k = 0; k < 4; k++)
+					cr_expect_eq(gr->ffac[i][k], (float)gr->taps[i].fac[k]);
+			for (int t = 0; t < 4; t++) {
+				float tw[ASTC_MAX_TEXELS], a[ASTC_MAX_WEIGHTS], b[ASTC_MAX_WEIGHTS];
+				for (int i = 0; i < n; i++) {
+					uint32_t r = rng_next(&seed) % 1100;
+					tw[i] = r >= 1000 ? (float)(r & 1) : (float)r / 999.0f;
+				}
+				astc_enc_grid_from_texels(gr, n, tw, a, 4);
+				astc_enc_grid_from_texels(gr, n, tw, b, t);
+				astc_enc_grid_correct(gr, n, tw, b, 4 - t);
+				cr_expect_eq(memcmp(a, b, sizeof(float) * (size_t)(gr->w * gr->h)), 0, "%dx%d grid %dx%d after %d steps",
+					     bw, bh, gr->w, gr->h, t);
+				fits++;
+			}
+		}
+	}
+	cr_expect_gt(fits, 14 * 40);
+	free(ctx);
+}
+
+/* The 3- and 4-partition pattern match counts part of its table and derives the rest from
+ * the cluster and partition sizes: it must give the brute-force count over every
+ * relabelling, for random clusterings (and, with a cut, never less than the true count). */
+Test(astc_encode, pattern_match_counts_every_relabelling)
+{
+	astc_enc_ctx *ctx = malloc(sizeof *ctx);
+	cr_assert_not_null(ctx);
+	uint32_t seed = 777;
+	static const int perm4[24][4] = {
+		{0, 1, 2, 3}, {0, 1, 3, 2}, {0, 2, 1, 3}, {0, 2, 3, 1}, {0, 3, 1, 2}, {0, 3, 2, 1},
+		{1, 0, 2, 3}, {1, 0, 3, 2}, {1, 2, 0, 3}, {1, 2, 3, 0}, {1, 3, 0, 2}, {1, 3, 2, 0},
+		{2, 0, 1, 3}, {2, 0, 3, 1}, {2, 1, 0, 3}, {2, 1, 3, 0}, {2, 3, 0, 1}, {2, 3, 1, 0},
+		{3, 0, 1, 2}, {3, 0, 2, 1}, {3, 1, 0, 2}, {3, 1, 2, 0}, {3, 2, 0, 1}, {3, 2, 1, 0}};
+	const int fps[3] = {0, 7, 13}; /* 4x4, 8x8, 12x12 */
+	int checked = 0;
+	for (int fi = 0; fi < 3; fi++) {
+		int bw = footprints[fps[fi]][0], bh = footprints[fps[fi]][1], n = bw * bh;
+		astc_enc_ctx_init(ctx, bw, bh);
+		for (int k = 3; k <= 4; k++) {
+			for (int trial = 0; trial < 8; trial++) {
+				uint64_t masks[4][3] = {{0}};
+				int msize[4] = {0, 0, 0, 0}, label[ASTC_MAX_TEXELS];
+				for (int i = 0; i < n; i++) {
+					label[i] = (int)(rng_next(&seed) % (uint32_t)k);
+					masks[label[i]][i >> 6] |= 1ull << (i & 63);
+					msize[label[i]]++;
+				}
+				for (int s = 0; s < ASTC_ENC_SEEDS; s += 7) {
+					int best = 0;
+					for (int q = 0; q < 24; q++) {
+						int ok = 1, sum = 0;
+						for (int a = 0; a < 4; a++)
+							ok &= a < k ? perm4[q][a] < k : perm4[q][a] == a;
+						if (!ok)
+							continue;
+						for (int i = 0; i < n; i++)
+							sum += astc_partition(s, i % bw, i / bw, k, n) == perm4[q][label[i]];
+						best = sum > best ? sum : best;
+					}
+					int got = astc_enc_pattern_mismatch_k(ctx, s, k, masks, msize, n, UINT32_MAX);
+					cr_expect_eq(got, n - best, "%dx%d k %d seed %d", bw, bh, k, s);
+					int cut = astc_enc_pattern_mismatch_k(ctx, s, k, masks, msize, n, (uint32_t)(n - best) / 2);
+					cr_expect_geq(cut, (n - best) / 2, "%dx%d k %d seed %d", bw, bh, k, s);
+					checked++;
+				}
+			}
+		}
+	}
+	cr_expect_gt(checked, 1000);
+	free(ctx);
+}
+
 /* Writes blocks as an .astc file, has astcenc decode it and compares with kiln's decode. */
 static void expect_astcenc_agrees(const char *dir, const uint8_t *blocks, size_t size, uint32_t w,
 				  uint32_t h, uint32_t bw, uint32_t bh)
