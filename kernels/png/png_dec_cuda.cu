@@ -39,8 +39,8 @@ extern "C" {
 #include "kernels/png/png_inflate_par.h"
 
 #define FULL_MASK 0xffffffffu
-#define INFL_WARPS 1   // warps per CTA of the inflate kernels (11.3 KB of shared memory)
-#define INFL_MIN_WARPS 18 // resident warps an SM the inflate kernel is held to (112 registers)
+#define INFL_WARPS 1   // warps per CTA of the inflate kernels (11 KB of shared memory)
+#define INFL_MIN_WARPS 18 // resident warps an SM the inflate kernel is held to (<= 112 registers; it takes 96)
 // The tables' second levels (codes longer than the roots' bits: rare symbols) live in
 // device memory, a slot of INFL_OVF entries per resident warp (warp_inflate_slot), so that a
 // warp's shared memory is its roots, ring and tokens: 11 KB instead of 19.3, up to 19 warps
@@ -593,7 +593,8 @@ __device__ static void warp_refill(kiln_bits *b, const uint32_t nx[3], size_t *n
 //  - flush: the batch to out (4 loads before 4 stores a lane), with the Adler-32 sums of
 //    its bytes.
 // flags: 1 one symbol at a time (no window walk), 4 clock counts, 8 matches one after
-// another by the whole warp (no rounds), 128 the walk over 32-bit windows, 512 no refill words loaded a window ahead (A/B).
+// another by the whole warp (no rounds), 128 the walk over 32-bit windows, 512 no refill
+// words loaded a window ahead (A/B).
 __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *in, size_t len, uint8_t *out,
 						 size_t cap, int strip, int flags)
 {
@@ -2020,15 +2021,13 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 	pd_gather<<<dim3(GATHER_CTAS, c32), 256, 0, s>>>(d_files, c32, d_status);
 	if (timed)
 		cudaEventRecord(g_ev[1], s);
-	static bool carveout_set;
-	if (!carveout_set) {
-		// the most shared memory an SM can give: the inflate's warps are held by it
-		cudaFuncSetAttribute(pd_inflate, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-		cudaFuncSetAttribute(pd_finish, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-		cudaGetLastError();
-		carveout_set = true;
-	}
-	infl_slots sl = {(uint32_t *)(base + l.infl_masks), (uint32_t *)(base + l.infl_ovf), sm_count() * INFL_SLOTS / 32};
+	// the most shared memory an SM can give (on the current device): the inflate kernels'
+	// resident warps are bounded by it
+	cudaFuncSetAttribute(pd_inflate, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+	cudaFuncSetAttribute(pd_finish, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+	cudaGetLastError();
+	infl_slots sl = {(uint32_t *)(base + l.infl_masks), (uint32_t *)(base + l.infl_ovf),
+			 sm_count() * INFL_SLOTS / 32};
 	pd_inflate<<<(strips + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, strips, d_status,
 										      sl, flags);
 	if (par_files > 0) {
