@@ -2016,16 +2016,18 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 		return KILN_OK;
 	uint32_t c32 = (uint32_t)count;
 	int flags = (int)(g_debug & 653u), timed = (g_debug & 2u) && g_ev[4];
+	// the most shared memory an SM can give (on the current device): the inflate kernels'
+	// resident warps are bounded by it; a refusal costs only speed (its error is cleared)
+	if (cudaFuncSetAttribute(pd_inflate, cudaFuncAttributePreferredSharedMemoryCarveout,
+				 cudaSharedmemCarveoutMaxShared) != cudaSuccess ||
+	    cudaFuncSetAttribute(pd_finish, cudaFuncAttributePreferredSharedMemoryCarveout,
+				 cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+		cudaGetLastError();
 	if (timed)
 		cudaEventRecord(g_ev[0], s);
 	pd_gather<<<dim3(GATHER_CTAS, c32), 256, 0, s>>>(d_files, c32, d_status);
 	if (timed)
 		cudaEventRecord(g_ev[1], s);
-	// the most shared memory an SM can give (on the current device): the inflate kernels'
-	// resident warps are bounded by it
-	cudaFuncSetAttribute(pd_inflate, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-	cudaFuncSetAttribute(pd_finish, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-	cudaGetLastError();
 	infl_slots sl = {(uint32_t *)(base + l.infl_masks), (uint32_t *)(base + l.infl_ovf),
 			 sm_count() * INFL_SLOTS / 32};
 	pd_inflate<<<(strips + INFL_WARPS - 1) / INFL_WARPS, 32 * INFL_WARPS, 0, s>>>(d_files, c32, strips, d_status,
