@@ -255,6 +255,14 @@ static item *queue_take_cancelled(queue *q)
 
 /* ---- pixel budget ---- */
 
+/* Adds to the budget's use, p->lock held. */
+static void budget_add_locked(kiln_pipeline *p, size_t bytes)
+{
+	p->budget_used += bytes;
+	if (p->budget_used > p->budget_peak)
+		p->budget_peak = p->budget_used;
+}
+
 /* Waits until `bytes` fit in the budget; an image larger than the whole budget waits for
  * an empty budget instead of forever. */
 static size_t budget_acquire(kiln_pipeline *p, size_t bytes)
@@ -263,9 +271,7 @@ static size_t budget_acquire(kiln_pipeline *p, size_t bytes)
 	while (p->budget_used > 0 &&
 	       (p->budget_used >= p->cfg.pixel_budget || bytes > p->cfg.pixel_budget - p->budget_used))
 		pthread_cond_wait(&p->changed, &p->lock);
-	p->budget_used += bytes;
-	if (p->budget_used > p->budget_peak)
-		p->budget_peak = p->budget_used;
+	budget_add_locked(p, bytes);
 	pthread_mutex_unlock(&p->lock);
 	return bytes;
 }
@@ -278,9 +284,7 @@ static size_t budget_acquire(kiln_pipeline *p, size_t bytes)
 static size_t budget_hold(kiln_pipeline *p, size_t bytes)
 {
 	pthread_mutex_lock(&p->lock);
-	p->budget_used += bytes;
-	if (p->budget_used > p->budget_peak)
-		p->budget_peak = p->budget_used;
+	budget_add_locked(p, bytes);
 	pthread_mutex_unlock(&p->lock);
 	return bytes;
 }
