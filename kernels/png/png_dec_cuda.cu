@@ -1146,11 +1146,10 @@ __global__ void __launch_bounds__(256) pd_par_verify(const pd_file *files, const
 						    uint32_t surv_cap)
 {
 	uint32_t n = g->surv < surv_cap ? g->surv : surv_cap;
-	uint32_t pre[KILN_INFL_PRE_SIZE];
 	for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
 		const pd_file *f = &files[surv[i] >> 40];
 		uint64_t bit = surv[i] & ((1ull << 40) - 1);
-		if (kiln_infl_block_start(f->zlib + 2, (size_t)f->zlib_size - 2, bit, pre)) {
+		if (kiln_infl_block_start(f->zlib + 2, (size_t)f->zlib_size - 2, bit)) {
 			uint32_t at = atomicAdd(&f->par_state[0], 1u);
 			if (at + 1 < f->cand_cap)
 				f->cand[at + 1] = bit;

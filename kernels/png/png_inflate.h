@@ -313,23 +313,11 @@ KILN_HD uint32_t kiln_infl_lookup(const uint32_t *table, uint32_t tb, kiln_bits 
 	return e;
 }
 
-/* The next run of a dynamic header's code lengths, after n of its total: one symbol of
- * the code-length code (pre), a length (a run of one) or a repeat code with its extra
- * bits, as *rep lengths of *last. *last is the previous length on entry (the callers keep
- * it in a register rather than read it back): 16 repeats it, 17 and 18 repeat 0.
- * KILN_INFL_OK, or why the header is bad (a missing previous length, a run past total).
- * kiln_infl_dynamic and the GPU decoder's warp-wide header (png_dec_cuda.cu) read their
- * lengths here; each stores the run its own way. */
-KILN_HD int kiln_infl_len_run(const uint32_t *pre, kiln_bits *b, uint32_t n, uint32_t total, uint32_t *rep,
-			      uint32_t *last)
+/* The run of code-length symbol sym (its code already consumed; the extra bits follow in
+ * b, refilled): kiln_infl_len_run's second half. */
+KILN_HD int kiln_infl_len_sym_run(uint32_t sym, kiln_bits *b, uint32_t n, uint32_t total, uint32_t *rep,
+				  uint32_t *last)
 {
-	kiln_bits_refill(b);
-	if (!kiln_bits_ok(b))
-		return KILN_INFL_ERR_TRUNCATED;
-	uint32_t e = kiln_infl_lookup(pre, KILN_INFL_PRE_BITS, b);
-	if (KILN_INFL_KIND(e) != KILN_INFL_LIT)
-		return KILN_INFL_ERR_DATA;
-	uint32_t sym = e >> 16;
 	if (sym < 16) {
 		*last = sym;
 		*rep = 1;
@@ -350,6 +338,25 @@ KILN_HD int kiln_infl_len_run(const uint32_t *pre, kiln_bits *b, uint32_t n, uin
 		kiln_bits_drop(b, 7);
 	}
 	return *rep > total - n ? KILN_INFL_ERR_DATA : KILN_INFL_OK;
+}
+
+/* The next run of a dynamic header's code lengths, after n of its total: one symbol of
+ * the code-length code (pre), a length (a run of one) or a repeat code with its extra
+ * bits, as *rep lengths of *last. *last is the previous length on entry (the callers keep
+ * it in a register rather than read it back): 16 repeats it, 17 and 18 repeat 0.
+ * KILN_INFL_OK, or why the header is bad (a missing previous length, a run past total).
+ * kiln_infl_dynamic and the GPU decoder's warp-wide header (png_dec_cuda.cu) read their
+ * lengths here; each stores the run its own way. */
+KILN_HD int kiln_infl_len_run(const uint32_t *pre, kiln_bits *b, uint32_t n, uint32_t total, uint32_t *rep,
+			      uint32_t *last)
+{
+	kiln_bits_refill(b);
+	if (!kiln_bits_ok(b))
+		return KILN_INFL_ERR_TRUNCATED;
+	uint32_t e = kiln_infl_lookup(pre, KILN_INFL_PRE_BITS, b);
+	if (KILN_INFL_KIND(e) != KILN_INFL_LIT)
+		return KILN_INFL_ERR_DATA;
+	return kiln_infl_len_sym_run(e >> 16, b, n, total, rep, last);
 }
 
 /* Reads a dynamic block's header and builds its tables. */

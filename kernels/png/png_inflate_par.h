@@ -166,9 +166,12 @@ KILN_HD int kiln_infl_header_shape(uint64_t w0, uint64_t w1, const uint16_t *kra
 
 /* 1 when a dynamic-Huffman block header that kiln_infl_dynamic accepts starts at bit `bit`
  * of in[0, len) (BFINAL either way). Lengths are checked as they are read (a literal code
- * that is over-subscribed halfway is refused at once), without building tables beyond the
- * 128 entries of the code-length code. */
-KILN_HD int kiln_infl_block_start(const uint8_t *in, size_t len, uint64_t bit, uint32_t *pre_table)
+ * that is over-subscribed halfway is refused at once), without building tables: the
+ * code-length code is decoded canonically from its counts per length and its symbols in
+ * code order (35 bytes), the symbols and bits kiln_infl_dynamic's table gives. A
+ * 128-entry table per test (and kiln_infl_build's scratch) sat in the GPU threads' local
+ * memory: the full test of Kodak's candidates waited on it. */
+KILN_HD int kiln_infl_block_start(const uint8_t *in, size_t len, uint64_t bit)
 {
 	if ((bit >> 3) >= len)
 		return 0;
@@ -195,16 +198,42 @@ KILN_HD int kiln_infl_block_start(const uint8_t *in, size_t len, uint64_t bit, u
 		kraft += l ? 128u >> l : 0u;
 		kiln_bits_drop(&b, 3);
 	}
-	if (kraft != 128 || !kiln_bits_ok(&b)) /* zlib wants a complete code-length code */
+	/* zlib wants a complete code-length code (kiln_infl_build then accepts it) */
+	if (kraft != 128 || !kiln_bits_ok(&b))
 		return 0;
-	if (kiln_infl_build(pre_table, KILN_INFL_PRE_SIZE, KILN_INFL_PRE_BITS, pre, 19, 2) != 0)
-		return 0;
+	uint8_t count[8] = {0, 0, 0, 0, 0, 0, 0, 0}, next[8], sorted[19];
+	for (int i = 0; i < 19; i++)
+		count[pre[i]]++;
+	next[1] = 0;
+	for (int l = 1; l < 7; l++)
+		next[l + 1] = (uint8_t)(next[l] + count[l]);
+	for (int i = 0; i < 19; i++) /* canonical order: by length, then symbol */
+		if (pre[i])
+			sorted[next[pre[i]]++] = (uint8_t)i;
 	/* Kraft sums of the two codes in units of 2^-15, their longest lengths, and code 256. */
 	uint32_t sum[2] = {0, 0}, maxlen[2] = {0, 0}, eob = 0;
 	uint32_t n = 0, total = hlit + hdist, last = 0;
 	while (n < total) {
+		kiln_bits_refill(&b);
+		if (!kiln_bits_ok(&b))
+			return 0;
+		/* a code's bits come first bit first: the code value grows a bit at a time, and
+		 * the codes of length l are count[l] values from first (a complete code: always
+		 * found within 7 bits) */
+		uint32_t code = 0, first = 0, index = 0, sym = 0, clen = 0;
+		for (uint32_t l = 1; l <= 7; l++) {
+			code |= (uint32_t)(b.buf >> (l - 1)) & 1u;
+			if (!clen && code < first + count[l]) {
+				sym = sorted[index + code - first];
+				clen = l;
+			}
+			index += count[l];
+			first = (first + count[l]) << 1;
+			code <<= 1;
+		}
+		kiln_bits_drop(&b, clen);
 		uint32_t rep;
-		if (kiln_infl_len_run(pre_table, &b, n, total, &rep, &last) != KILN_INFL_OK)
+		if (kiln_infl_len_sym_run(sym, &b, n, total, &rep, &last) != KILN_INFL_OK)
 			return 0;
 		for (; rep > 0; rep--, n++) {
 			uint32_t c = n < hlit ? 0u : 1u;
