@@ -137,25 +137,27 @@ KILN_HD int kiln_infl_build(uint32_t *table, uint32_t cap, uint32_t tb, const ui
 	for (uint32_t s = 0; s < n; s++)
 		count[lens[s]]++;
 	uint32_t root = 1u << tb;
-	for (uint32_t i = 0; i < root; i++)
-		table[i] = KILN_INFL_ENTRY(0, 0, KILN_INFL_INVALID, 1);
 	uint32_t maxlen = 0;
 	for (int l = 15; l >= 1; l--)
 		if (count[l]) {
 			maxlen = (uint32_t)l;
 			break;
 		}
+	/* Kraft sum: left < 0 over-subscribed (once negative at a length, it stays so);
+	 * left > 0 incomplete. */
+	int32_t left = 1;
+	for (int l = 1; l <= 15; l++)
+		left = 2 * left - count[l];
+	/* A complete code writes every root entry below (a short code's copies or a long
+	 * code's link): only an empty or incomplete one leaves entries to mark invalid (the
+	 * parallel inflate builds tables for every piece it probes; the fill was a third of
+	 * a build's stores). A refused code leaves the table undefined. */
+	if (maxlen == 0 || left > 0)
+		for (uint32_t i = 0; i < root; i++)
+			table[i] = KILN_INFL_ENTRY(0, 0, KILN_INFL_INVALID, 1);
 	if (maxlen == 0)
 		return 0;
-	/* Kraft sum: left < 0 over-subscribed; left > 0 incomplete. */
-	int32_t left = 1;
-	for (int l = 1; l <= 15; l++) {
-		left <<= 1;
-		left -= count[l];
-		if (left < 0)
-			return -1;
-	}
-	if (left > 0 && (kind == 2 || maxlen != 1))
+	if (left < 0 || (left > 0 && (kind == 2 || maxlen != 1)))
 		return -1;
 	uint32_t code = 0;
 	count[0] = 0;
@@ -165,8 +167,9 @@ KILN_HD int kiln_infl_build(uint32_t *table, uint32_t cap, uint32_t tb, const ui
 	}
 	/* Pass 1: short codes fill the root; long codes note their subtree's depth. */
 	uint8_t sub_bits[1024];
-	for (uint32_t i = 0; i < root; i++)
-		sub_bits[i] = 0;
+	if (maxlen > tb)
+		for (uint32_t i = 0; i < root; i++)
+			sub_bits[i] = 0;
 	for (uint32_t s = 0; s < n; s++) {
 		uint32_t l = lens[s];
 		if (l == 0)
