@@ -8,9 +8,13 @@
  * - the chunk size cap libpng applies (8 MiB for non-IDAT chunks, an image-derived bound
  *   for IDAT) is applied;
  * - misplaced or malformed ancillary chunks are ignored (libpng's benign errors);
- * - the colour-space flags follow libpng's colorspace rules: a gAMA out of range or a
- *   second gAMA, any iCCP, or a second sRGB make the colour space "invalid" (then srgb
- *   stays 1), and srgb is 0 only for a gAMA within 5% of 1.0 without sRGB or iCCP.
+ * - the colour-space flags follow libpng's colorspace rules: a gAMA out of range, a second
+ *   gAMA, a second sRGB or one with a bad intent make the colour space "invalid" (later
+ *   gAMA and sRGB chunks are ignored and sRGB no longer counts, but a gamma stored before
+ *   stays, as libpng's getter returns it); an sRGB's gamma replaces a gAMA's; srgb is 0
+ *   only for a stored gamma within 5% of 1.0 without a valid sRGB and without iCCP.
+ *   Known difference: libpng ignores an iCCP whose profile it cannot parse, kiln counts
+ *   any iCCP (such a file with gAMA 1.0 reads as sRGB here, linear through libpng).
  * Only chunks before the first IDAT affect the result, as in kiln_png_decode (libpng's
  * png_read_info stops there). The IDAT data is the first run of consecutive IDAT chunks;
  * IDATs after another chunk are ignored, as libpng does once the image is complete. */
@@ -317,6 +321,8 @@ static kiln_status kiln_png_parse(const uint8_t *data, size_t size, const kiln_i
 			}
 			have_srgb = true;
 			have_intent = true;
+			gamma = 45455; /* libpng: sRGB's gamma replaces a gAMA's */
+			gamma_set = true;
 		} else if (type == KILN_PNG_iCCP) {
 			if (have_plte)
 				continue;
@@ -331,8 +337,11 @@ static kiln_status kiln_png_parse(const uint8_t *data, size_t size, const kiln_i
 			}
 		}
 	}
-	bool linear = !cs_invalid && !have_srgb && !iccp && gamma_set && gamma >= KILN_PNG_LINEAR_LO &&
-		      gamma <= KILN_PNG_LINEAR_HI;
+	/* An invalid colour space drops sRGB (libpng's valid bits) but keeps the gamma stored
+	 * before it (libpng's getter still returns that: a duplicate gAMA after gAMA 1.0 reads
+	 * as linear) */
+	bool srgb_valid = have_srgb && !cs_invalid;
+	bool linear = !srgb_valid && !iccp && gamma_set && gamma >= KILN_PNG_LINEAR_LO && gamma <= KILN_PNG_LINEAR_HI;
 	info->srgb = linear ? 0 : 1;
 	info->format.has_trns = have_trns;
 	info->has_alpha = (color & 4) || have_trns;
