@@ -13,8 +13,9 @@
  *   gAMA and sRGB chunks are ignored and sRGB no longer counts, but a gamma stored before
  *   stays, as libpng's getter returns it); an sRGB's gamma replaces a gAMA's; srgb is 0
  *   only for a stored gamma within 5% of 1.0 without a valid sRGB and without iCCP.
- *   Known difference: libpng ignores an iCCP whose profile it cannot parse, kiln counts
- *   any iCCP (such a file with gAMA 1.0 reads as sRGB here, linear through libpng).
+ *   iCCP chunks shorter than 14 bytes are ignored, as libpng does. Known difference:
+ *   libpng also ignores a longer iCCP whose profile it cannot parse, kiln counts it (such
+ *   a file with gAMA 1.0 reads as sRGB here, linear through libpng).
  * Only chunks before the first IDAT affect the result, as in kiln_png_decode (libpng's
  * png_read_info stops there). The IDAT data is the first run of consecutive IDAT chunks;
  * IDATs after another chunk are ignored, as libpng does once the image is complete. */
@@ -324,7 +325,9 @@ static kiln_status kiln_png_parse(const uint8_t *data, size_t size, const kiln_i
 			gamma = 45455; /* libpng: sRGB's gamma replaces a gAMA's */
 			gamma_set = true;
 		} else if (type == KILN_PNG_iCCP) {
-			if (have_plte)
+			/* libpng drops a chunk shorter than a keyword, its terminator, the method
+			 * and the smallest zlib stream (14 bytes) without touching the colour space */
+			if (have_plte || len < 14 || !crc_ok)
 				continue;
 			/* Valid or not (libpng's profile checks fail into an invalid colour space),
 			 * a profile means the data is not declared linear. */
