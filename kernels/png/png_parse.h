@@ -3,7 +3,7 @@
  * acceptance of common/png_io.c's libpng configuration:
  * - a CRC error in a critical chunk refuses the file, in an ancillary chunk drops the chunk;
  * - chunk lengths over 2^31 - 1, chunk types that are not letters, an unknown critical
- *   chunk, any chunk before IHDR, a second IHDR or PLTE, a palette image without PLTE
+ *   chunk before the image data, any chunk before IHDR, a second IHDR or PLTE, a palette image without PLTE
  *   before its IDATs, IEND before IDAT, a file ending before IEND: refused;
  * - the chunk size cap libpng applies (8 MiB for non-IDAT chunks, an image-derived bound
  *   for IDAT) is applied;
@@ -271,10 +271,13 @@ static kiln_status kiln_png_parse(const uint8_t *data, size_t size, const kiln_i
 			if (!have_idat)
 				return kiln_msgf(err, err_cap, "IEND: out of place (no image data)"), KILN_ERR_CORRUPT;
 			break;
-		} else if (critical) {
+		} else if (critical && !have_idat) {
 			return kiln_msgf(err, err_cap, "%s: unknown critical chunk", name), KILN_ERR_CORRUPT;
 		} else if (have_idat) {
-			continue; /* after the image data: no effect on the result */
+			/* after the image data: no effect on the result; libpng's png_read_end
+			 * (without an info struct) skips any chunk there, critical or not, once its
+			 * CRC is checked */
+			continue;
 		} else if (type == KILN_PNG_tRNS) {
 			if (have_trns)
 				continue;
