@@ -525,34 +525,6 @@ __device__ static int warp_block_header(warp_shared *w, kiln_bits *b, uint32_t *
 	return KILN_INFL_ERR_DATA;
 }
 
-// kiln_infl_lookup on a table split by warp_build.
-__device__ static uint32_t warp_lookup(const uint32_t *table, const uint32_t *ovf, uint32_t tb, kiln_bits *b)
-{
-	uint32_t e = table[b->buf & ((1u << tb) - 1)];
-	if (KILN_INFL_KIND(e) == KILN_INFL_LINK) {
-		uint32_t sb = (e >> 12) & 15u;
-		e = ovf[(e >> 16) - (1u << tb) + ((uint32_t)(b->buf >> tb) & ((1u << sb) - 1))];
-		kiln_bits_drop(b, tb);
-	}
-	kiln_bits_drop(b, e & 0xFFu);
-	return e;
-}
-
-// kiln_infl_len_dist on the warp's split tables.
-__device__ static int warp_len_dist(const warp_shared *w, kiln_bits *b, uint32_t e, uint32_t *len, uint32_t *dist)
-{
-	uint32_t extra = (e >> 12) & 15u;
-	*len = (e >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
-	kiln_bits_drop(b, extra);
-	uint32_t d = warp_lookup(w->dist, w->ovf + INFL_LIT_OVF, KILN_INFL_DIST_BITS, b);
-	if (KILN_INFL_KIND(d) != KILN_INFL_LEN)
-		return 0;
-	extra = (d >> 12) & 15u;
-	*dist = (d >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
-	kiln_bits_drop(b, extra);
-	return 1;
-}
-
 // kiln_bits_refill with the words loaded ahead: when *nx_pos is the reader's position the
 // fast path's three words are nx[] (loaded there a window earlier, so the walk does not
 // wait on memory), else the reader refills itself. The same bits either way.
@@ -797,7 +769,7 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					continue; // the batch is full: the loop ends
 			}
 			// one symbol, as kiln_infl_huffman
-			uint32_t e = warp_lookup(w->lit, w->ovf, KILN_INFL_LIT_BITS, &b);
+			uint32_t e = kiln_infl_lookup_split(w->lit, w->ovf, KILN_INFL_LIT_BITS, &b);
 			uint32_t kind = KILN_INFL_KIND(e);
 			if (kind == KILN_INFL_LIT) {
 				if (o >= cap) {
@@ -833,7 +805,7 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				break;
 			}
 			uint32_t l, dist;
-			if (!warp_len_dist(w, &b, e, &l, &dist)) {
+			if (!kiln_infl_len_dist_split(w->dist, w->ovf + INFL_LIT_OVF, &b, e, &l, &dist)) {
 				rc = KILN_INFL_ERR_DATA;
 				done = 1;
 				break;

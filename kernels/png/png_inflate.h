@@ -303,17 +303,25 @@ KILN_HD int kiln_bits_ok(const kiln_bits *b)
 	return b->count / 8 >= b->overrun;
 }
 
-/* Decodes one symbol of a table (bits must hold >= 15). */
-KILN_HD uint32_t kiln_infl_lookup(const uint32_t *table, uint32_t tb, kiln_bits *b)
+/* Decodes one symbol of a table whose second levels (entries 1 << tb onwards of
+ * kiln_infl_build's array) are at sub: the same array past its root for a whole table,
+ * device memory for the GPU warp inflater's split ones (bits must hold >= 15). */
+KILN_HD uint32_t kiln_infl_lookup_split(const uint32_t *table, const uint32_t *sub, uint32_t tb, kiln_bits *b)
 {
 	uint32_t e = table[b->buf & ((1u << tb) - 1)];
 	if (KILN_INFL_KIND(e) == KILN_INFL_LINK) {
 		uint32_t sb = (e >> 12) & 15u;
-		e = table[(e >> 16) + ((uint32_t)(b->buf >> tb) & ((1u << sb) - 1))];
+		e = sub[(e >> 16) - (1u << tb) + ((uint32_t)(b->buf >> tb) & ((1u << sb) - 1))];
 		kiln_bits_drop(b, tb);
 	}
 	kiln_bits_drop(b, e & 0xFFu);
 	return e;
+}
+
+/* Decodes one symbol of a table (bits must hold >= 15). */
+KILN_HD uint32_t kiln_infl_lookup(const uint32_t *table, uint32_t tb, kiln_bits *b)
+{
+	return kiln_infl_lookup_split(table, table + (1u << tb), tb, b);
 }
 
 /* The run of code-length symbol sym (its code already consumed; the extra bits follow in
@@ -499,20 +507,28 @@ KILN_HD int kiln_infl_stored(kiln_bits *b, uint32_t len, uint8_t *out, size_t *o
 }
 
 /* A match's length (its extra bits after the length code e) and distance (code and extra
- * bits); 0 for an invalid distance code. */
-KILN_HD int kiln_infl_len_dist(const kiln_inflate_tables *t, kiln_bits *b, uint32_t e, uint32_t *len,
-			       uint32_t *dist)
+ * bits) from a distance table split as for kiln_infl_lookup_split; 0 for an invalid
+ * distance code. */
+KILN_HD int kiln_infl_len_dist_split(const uint32_t *dist_table, const uint32_t *dist_sub, kiln_bits *b, uint32_t e,
+				     uint32_t *len, uint32_t *dist)
 {
 	uint32_t extra = (e >> 12) & 15u;
 	*len = (e >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
 	kiln_bits_drop(b, extra);
-	uint32_t d = kiln_infl_lookup(t->dist, KILN_INFL_DIST_BITS, b);
+	uint32_t d = kiln_infl_lookup_split(dist_table, dist_sub, KILN_INFL_DIST_BITS, b);
 	if (KILN_INFL_KIND(d) != KILN_INFL_LEN)
 		return 0;
 	extra = (d >> 12) & 15u;
 	*dist = (d >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
 	kiln_bits_drop(b, extra);
 	return 1;
+}
+
+/* The same from a whole table. */
+KILN_HD int kiln_infl_len_dist(const kiln_inflate_tables *t, kiln_bits *b, uint32_t e, uint32_t *len,
+			       uint32_t *dist)
+{
+	return kiln_infl_len_dist_split(t->dist, t->dist + (1u << KILN_INFL_DIST_BITS), b, e, len, dist);
 }
 
 /* Decodes the Huffman data of one block into out[*opos, cap) with the window starting at
