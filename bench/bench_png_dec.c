@@ -202,6 +202,58 @@ static void gpu_free(struct gpu_run *g)
 	kiln_gpu_stream_destroy(g->stream);
 }
 
+/* A batch of 32 of the set's files resident on the device, with its own stream, scratch
+ * and outputs. */
+static kiln_status gpu_setup(pd_set *s, struct gpu_run *g)
+{
+	char err[256];
+	kiln_status st = kiln_gpu_stream_create(&g->stream);
+	for (int i = 0; st == KILN_OK && i < GPU_BATCH; i++) {
+		kiln_buf *f = &s->files[i % NFILES];
+		st = kiln_pngdec_probe(f->data, f->len, NULL, &g->files[i].info, err, sizeof err);
+		size_t bytes = (size_t)g->files[i].info.width * 4 * g->files[i].info.height;
+		if (st == KILN_OK)
+			st = kiln_gpu_malloc((void **)&g->d_data[i], f->len);
+		if (st == KILN_OK)
+			st = kiln_gpu_malloc((void **)&g->d_rgba[i], bytes);
+		if (st == KILN_OK)
+			st = kiln_gpu_h2d(g->d_data[i], f->data, f->len, g->stream);
+		g->files[i].data = g->d_data[i];
+		g->files[i].size = f->len;
+		g->files[i].rgba = g->d_rgba[i];
+		g->files[i].stride = g->files[i].info.width * 4;
+		g->rgba_bytes += bytes;
+	}
+	if (st == KILN_OK) {
+		g->temp = kiln_pngdec_temp_size(g->files, GPU_BATCH);
+		st = kiln_gpu_malloc(&g->d_temp, g->temp);
+	}
+	return st;
+}
+
+/* After g's stream ran a batch: every file's status and pixels against the CPU decoder.
+ * Returns the files that differ. */
+static int gpu_check(pd_set *s, struct gpu_run *g)
+{
+	char err[256];
+	if (kiln_gpu_stream_sync(g->stream) != KILN_OK ||
+	    kiln_pngdec_gpu_status(g->files, GPU_BATCH, g->status, g->d_temp, g->temp) != KILN_OK)
+		return GPU_BATCH;
+	int bad = 0;
+	for (int i = 0; i < GPU_BATCH; i++) {
+		size_t bytes = (size_t)g->files[i].info.width * 4 * g->files[i].info.height;
+		uint8_t *a = malloc(bytes), *b = malloc(bytes);
+		kiln_buf *f = &s->files[i % NFILES];
+		bad += g->status[i] != KILN_OK || !a || !b ||
+		       kiln_gpu_d2h(a, g->d_rgba[i], bytes, g->stream) != KILN_OK ||
+		       kiln_pngdec_decode_cpu(f->data, f->len, NULL, b, g->files[i].stride, NULL, err, sizeof err) != KILN_OK ||
+		       memcmp(a, b, bytes) != 0;
+		free(a);
+		free(b);
+	}
+	return bad;
+}
+
 /* Kernel-time MB/s of RGBA output for batches of 32 of the set's files; checks the
  * output against the CPU decoder once. Returns < 0 on failure. phases (NULL: none): the
  * kernel times of one more batch, as text. legacy: kiln_pngdec_gpu_debug flags (1: no window
@@ -212,51 +264,21 @@ static double gpu_rate(const bench_opts *opts, pd_set *s, int *failed, char *pha
 {
 	struct gpu_run *g = calloc(1, sizeof *g);
 	double rate = -1;
-	char err[256];
-	if (!g || kiln_gpu_stream_create(&g->stream) != KILN_OK)
-		goto fail;
 #ifdef KILN_HAVE_CUDA
 	kiln_pngdec_gpu_debug(legacy);
 #endif
-	for (int i = 0; i < GPU_BATCH; i++) {
-		kiln_buf *f = &s->files[i % NFILES];
-		if (kiln_pngdec_probe(f->data, f->len, NULL, &g->files[i].info, err, sizeof err) != KILN_OK)
-			goto fail;
-		size_t bytes = (size_t)g->files[i].info.width * 4 * g->files[i].info.height;
-		if (kiln_gpu_malloc((void **)&g->d_data[i], f->len) != KILN_OK ||
-		    kiln_gpu_malloc((void **)&g->d_rgba[i], bytes) != KILN_OK ||
-		    kiln_gpu_h2d(g->d_data[i], f->data, f->len, g->stream) != KILN_OK)
-			goto fail;
-		g->files[i].data = g->d_data[i];
-		g->files[i].size = f->len;
-		g->files[i].rgba = g->d_rgba[i];
-		g->files[i].stride = g->files[i].info.width * 4;
-		g->rgba_bytes += bytes;
-	}
-	g->temp = kiln_pngdec_temp_size(g->files, GPU_BATCH);
-	if (kiln_gpu_malloc(&g->d_temp, g->temp) != KILN_OK)
+	if (!g || gpu_setup(s, g) != KILN_OK)
 		goto fail;
 	double sec = 0;
 	if (bench_gpu_time(opts, g->stream, gpu_launch, g, &sec) != KILN_OK || sec <= 0)
 		goto fail;
 	/* check one batch */
-	if (gpu_launch(g) != KILN_OK || kiln_gpu_stream_sync(g->stream) != KILN_OK ||
-	    kiln_pngdec_gpu_status(g->files, GPU_BATCH, g->status, g->d_temp, g->temp) != KILN_OK)
+	if (gpu_launch(g) != KILN_OK)
 		goto fail;
-	for (int i = 0; i < GPU_BATCH; i++) {
-		size_t bytes = (size_t)g->files[i].info.width * 4 * g->files[i].info.height;
-		uint8_t *a = malloc(bytes), *b = malloc(bytes);
-		kiln_buf *f = &s->files[i % NFILES];
-		int bad = g->status[i] != KILN_OK || !a || !b ||
-			  kiln_gpu_d2h(a, g->d_rgba[i], bytes, g->stream) != KILN_OK ||
-			  kiln_pngdec_decode_cpu(f->data, f->len, NULL, b, g->files[i].stride, NULL, err, sizeof err) != KILN_OK ||
-			  memcmp(a, b, bytes) != 0;
-		free(a);
-		free(b);
-		if (bad) {
-			*failed += 1;
-			goto fail;
-		}
+	int bad = gpu_check(s, g);
+	if (bad) {
+		*failed += bad;
+		goto fail;
 	}
 	rate = (double)g->rgba_bytes / sec / 1e6;
 #ifdef KILN_HAVE_CUDA
@@ -293,6 +315,54 @@ fail:
 	return rate;
 }
 
+#define GPU_MAX_FLIGHT 4
+
+/* Sustained MB/s with `flight` batches in flight, each on its own stream with its own
+ * scratch (as the worker's texenc keeps them): wall time of rounds of `flight` launches,
+ * one a stream, until all streams are done; so one batch's tail (its last strips, the
+ * de-filter's last bands) overlaps the next batch's work. Every stream's last batch is
+ * checked against the CPU decoder. Returns < 0 on failure. */
+static double gpu_flight_rate(const bench_opts *opts, pd_set *s, int flight, int *failed)
+{
+	struct gpu_run *g = calloc((size_t)flight, sizeof *g);
+	double rate = -1, t[64];
+	int reps = opts->reps < 1 ? 1 : opts->reps > 64 ? 64 : opts->reps;
+	int rounds = opts->gpu_launches < 1 ? 1 : opts->gpu_launches;
+	if (!g)
+		return -1;
+	for (int k = 0; k < flight; k++)
+		if (gpu_setup(s, &g[k]) != KILN_OK)
+			goto fail;
+	for (int r = -opts->warmup; r < reps; r++) {
+		for (int k = 0; k < flight; k++)
+			if (kiln_gpu_stream_sync(g[k].stream) != KILN_OK)
+				goto fail;
+		double t0 = bench_now();
+		for (int i = 0; i < rounds; i++)
+			for (int k = 0; k < flight; k++)
+				if (gpu_launch(&g[k]) != KILN_OK)
+					goto fail;
+		for (int k = 0; k < flight; k++)
+			if (kiln_gpu_stream_sync(g[k].stream) != KILN_OK)
+				goto fail;
+		if (r >= 0)
+			t[r] = (bench_now() - t0) / rounds;
+	}
+	int bad = 0;
+	for (int k = 0; k < flight; k++)
+		bad += gpu_check(s, &g[k]);
+	if (bad) {
+		*failed += bad;
+		goto fail;
+	}
+	rate = (double)g[0].rgba_bytes * flight / bench_median(t, (size_t)reps) / 1e6;
+fail:
+	for (int k = 0; k < flight; k++)
+		gpu_free(&g[k]);
+	free(g);
+	return rate;
+}
+
 int bench_png_dec(const bench_opts *opts, bench_report *report)
 {
 	static pd_set sets[NSETS];
@@ -307,14 +377,20 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 	if (kiln_pool_create(0, &pool) != KILN_OK)
 		return 1;
 	unsigned cores = kiln_pool_threads(pool);
-	char note[512];
+	/* batches in flight for the sustained GPU rate: the worker's texenc keeps up to 3 */
+	const char *fe = getenv("KILN_BENCH_PNGDEC_FLIGHT");
+	int flight = fe && *fe ? atoi(fe) : 3;
+	flight = flight < 1 ? 1 : flight > GPU_MAX_FLIGHT ? GPU_MAX_FLIGHT : flight;
+	char note[768];
 	snprintf(note, sizeof note,
 		 "Decoded MB/s of RGBA8 output (w*h*4 bytes) over the 24 Kodak files; anchor = libspng "
 		 "(SPNG_FMT_RGBA8) unless the row says otherwise. Ordinary files: as libpng wrote them; "
 		 "kiSt: the same images with a kiSt chunk (16-row strips). All cores = %u threads, files "
 		 "spread over a pool (the kiSt files then decode strips serially on their thread). GPU: "
-		 "kernel time of batches of %d files resident on the device.",
-		 cores, GPU_BATCH);
+		 "kernel time of batches of %d files resident on the device; \"in flight\": wall time of "
+		 "%d such batches at once, each on its own stream (KILN_BENCH_PNGDEC_FLIGHT), as the "
+		 "worker keeps them.",
+		 cores, GPU_BATCH, flight);
 	bench_section *sec = bench_section_add(report, "PNG decoding (kiln vs libspng and libpng)", note);
 	bench_section *raw = bench_section_add(report, "PNG decoding, raw pixel bytes",
 					       "The same runs in MB/s of raw RGB pixel bytes (w*h*3).");
@@ -335,6 +411,7 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 		const char *ph = getenv("KILN_BENCH_PNGDEC_PHASES");
 		char phases[768] = "";
 		double gk = kiln_gpu_count() > 0 ? gpu_rate(opts, s, &failed, ph ? phases : NULL, sizeof phases, 0) : -1;
+		double gf = gk > 0 && flight > 1 ? gpu_flight_rate(opts, s, flight, &failed) : -1;
 #ifdef KILN_HAVE_CUDA
 		if (ph && gk > 0) {
 			bench_opts quick = *opts;
@@ -376,6 +453,16 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 			snprintf(what, sizeof what, "%s files, GPU batch %d vs libspng all cores", name, GPU_BATCH);
 			bench_row_rate(sec, what, gk, sn, "MB/s");
 			bench_row_rate(raw, what, gk * f, sn * f, "MB/s");
+			snprintf(what, sizeof what, "%s files, GPU %d batches of %d in flight vs libspng all cores", name,
+				 flight, GPU_BATCH);
+			if (gf > 0) {
+				bench_row_rate(sec, what, gf, sn, "MB/s");
+				bench_row_rate(raw, what, gf * f, sn * f, "MB/s");
+			} else if (flight > 1) {
+				bench_report_line(report, "pngdec: the GPU run of %d batches in flight on %s files failed",
+						  flight, name);
+				failed++;
+			}
 		} else if (kiln_gpu_count() > 0) {
 			bench_report_line(report, "pngdec: the GPU run on %s files failed", name);
 			failed++;
