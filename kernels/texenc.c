@@ -16,6 +16,11 @@
 #include "kernels/png/png_dec.h"
 
 #define ARENA_ALIGN 256 /* keeps every surface's rows aligned for wide device loads */
+/* Threads (besides the caller) that copy a GPU batch's inputs into pinned staging and its
+ * blocks out of it: one thread copying 20 MB of PNG files in and 6 MB of BC1 blocks out
+ * per batch of 32 Kodak images spent more time on the host than the GPU spent on the batch
+ * with three in flight (docs/PERFORMANCE.md, worker). */
+#define GPU_COPY_THREADS 3
 
 /* Device-side buffers of one GPU, grown to the largest batch seen. */
 typedef struct gpu_buffers {
@@ -43,6 +48,7 @@ typedef struct gpu_buffers {
 typedef struct png_batch {
 	kiln_pngdec_gpu_file *files;
 	size_t *image;       /* the batch image each file becomes */
+	size_t *offset;      /* where each file is staged */
 	kiln_status *status;
 	size_t count;
 	size_t temp_size;
@@ -102,7 +108,8 @@ typedef struct batch_slot {
 struct kiln_texenc {
 	kiln_device device;
 	kiln_texenc_opts opts;
-	kiln_pool *pool;
+	kiln_pool *pool;      /* the CPU backend's (borrowed) */
+	kiln_pool *copy_pool; /* a GPU's staging copies (owned) */
 	batch_slot slots[KILN_TEXENC_MAX_INFLIGHT];
 	uint64_t next_ticket;
 	char last_error[256];
@@ -180,6 +187,8 @@ kiln_status kiln_texenc_create(const kiln_device *device, const kiln_texenc_opts
 		st = kiln_gpu_use(device->index);
 		if (st == KILN_OK) /* the first slot's stream now: a device that cannot run fails here */
 			st = kiln_gpu_stream_create(&enc->slots[0].gpu.stream);
+		if (st == KILN_OK)
+			st = kiln_pool_create(GPU_COPY_THREADS, &enc->copy_pool);
 		if (st != KILN_OK)
 			goto fail;
 	}
@@ -214,6 +223,7 @@ void kiln_texenc_destroy(kiln_texenc *enc)
 		kiln_gpu_use(enc->device.index);
 	for (size_t i = 0; i < KILN_TEXENC_MAX_INFLIGHT; i++)
 		slot_release(enc, &enc->slots[i]);
+	kiln_pool_destroy(enc->copy_pool);
 	free(enc);
 }
 
@@ -356,21 +366,59 @@ static void bind_plan(batch_plan *plan, const kiln_texture *tex, const uint8_t *
 }
 
 /* Copies the host pixels of every base level (images the GPU decodes have none). */
-static void copy_base_levels(const batch_plan *plan, const kiln_image *images, uint8_t *arena)
+/* A batch's host copies, levels (or files) spread over a pool. */
+typedef struct copy_run {
+	const batch_plan *plan;
+	const kiln_texenc_png *files; /* the PNG files into arena, at png->files' offsets */
+	const png_batch *png;
+	const kiln_image *images;
+	uint8_t *arena;
+	const uint8_t *blocks;
+	kiln_texture *tex;
+	const kiln_status *status;
+} copy_run;
+
+static void copy_base_range(void *ctx, size_t begin, size_t end)
 {
-	for (size_t n = 0; n < plan->nlevels; n++) {
-		const level_plan *p = &plan->levels[n];
-		if (p->level != 0 || !images[p->image].pixels)
+	const copy_run *r = ctx;
+	for (size_t n = begin; n < end; n++) {
+		const level_plan *p = &r->plan->levels[n];
+		const kiln_image *img = &r->images[p->image];
+		if (p->level != 0 || !img->pixels)
 			continue;
-		const kiln_image *img = &images[p->image];
-		uint8_t *dst = arena + p->pixel_offset;
+		uint8_t *dst = r->arena + p->pixel_offset;
 		for (uint32_t y = 0; y < img->height; y++)
 			memcpy(dst + (size_t)y * p->surface.stride, kiln_image_row(img, y), (size_t)img->width * 4);
 	}
 }
 
+static void copy_base_levels(kiln_pool *pool, const batch_plan *plan, const kiln_image *images, uint8_t *arena)
+{
+	copy_run r = {.plan = plan, .images = images, .arena = arena};
+	kiln_pool_for(pool, plan->nlevels, 1, copy_base_range, &r);
+}
+
+static void copy_png_range(void *ctx, size_t begin, size_t end)
+{
+	const copy_run *r = ctx;
+	const png_batch *pb = r->png;
+	for (size_t k = begin; k < end; k++)
+		memcpy(r->arena + pb->offset[k], r->files[pb->image[k]].data, pb->files[k].size);
+}
+
+static void copy_out_range(void *ctx, size_t begin, size_t end)
+{
+	const copy_run *r = ctx;
+	for (size_t n = begin; n < end; n++) {
+		const level_plan *p = &r->plan->levels[n];
+		kiln_level *lv = &r->tex[p->image].levels[p->level];
+		if (lv->data)
+			memcpy(lv->data, r->blocks + p->block_offset, lv->size);
+	}
+}
+
 /* Gives each accepted texture its level storage and copies blocks out of the arena. */
-static void collect_output(const batch_plan *plan, const uint8_t *blocks, kiln_texture *tex,
+static void collect_output(kiln_pool *pool, const batch_plan *plan, const uint8_t *blocks, kiln_texture *tex,
 			   kiln_status *status)
 {
 	for (size_t n = 0; n < plan->nlevels; n++) {
@@ -379,12 +427,12 @@ static void collect_output(const batch_plan *plan, const uint8_t *blocks, kiln_t
 			continue;
 		kiln_level *lv = &tex[p->image].levels[p->level];
 		lv->data = kiln_malloc(lv->size);
-		if (!lv->data) {
+		if (!lv->data)
 			status[p->image] = KILN_ERR_NOMEM;
-			continue;
-		}
-		memcpy(lv->data, blocks + p->block_offset, lv->size);
 	}
+	/* a level of an image that failed meanwhile keeps its storage: slot_finish frees it */
+	copy_run r = {.plan = plan, .blocks = blocks, .tex = tex, .status = status};
+	kiln_pool_for(pool, plan->nlevels, 1, copy_out_range, &r);
 }
 
 static void level_arrays_free(level_arrays *a)
@@ -513,7 +561,7 @@ static kiln_status run_cpu(kiln_texenc *enc, const kiln_image *images, size_t co
 		goto fail;
 	}
 	bind_plan(plan, tex, pixels, count);
-	copy_base_levels(plan, images, pixels);
+	copy_base_levels(enc->pool, plan, images, pixels);
 	if (plan->nchains) {
 		st = kiln_mip_build_cpu(plan->chains, plan->nchains, enc->pool);
 		if (st != KILN_OK)
@@ -532,7 +580,7 @@ static kiln_status run_cpu(kiln_texenc *enc, const kiln_image *images, size_t co
 	}
 	if (st == KILN_OK) {
 		merge_level_status(plan, &la, status);
-		collect_output(plan, blocks, tex, status);
+		collect_output(enc->pool, plan, blocks, tex, status);
 	}
 	level_arrays_free(&la);
 fail:
@@ -555,13 +603,15 @@ static void png_batch_free(png_batch *pb)
 	free(pb->files);
 	free(pb->image);
 	free(pb->status);
+	free(pb->offset);
 	memset(pb, 0, sizeof *pb);
 }
 
 /* Queues the upload of the batch's PNG files that the GPU decodes (on_device) and their
  * decode straight into the base levels of the device arena (bound already). A file the
  * decoder refuses at once fails its image; the rest are known after the stream's sync. */
-static kiln_status gpu_png_decode(batch_slot *s, const kiln_texenc_png *files, const bool *on_device)
+static kiln_status gpu_png_decode(kiln_pool *copy_pool, batch_slot *s, const kiln_texenc_png *files,
+				  const bool *on_device)
 {
 	gpu_buffers *g = &s->gpu;
 	png_batch *pb = &s->png;
@@ -578,7 +628,8 @@ static kiln_status gpu_png_decode(batch_slot *s, const kiln_texenc_png *files, c
 	pb->files = kiln_calloc(n, sizeof *pb->files);
 	pb->image = kiln_calloc(n, sizeof *pb->image);
 	pb->status = kiln_calloc(n, sizeof *pb->status);
-	if (!pb->files || !pb->image || !pb->status)
+	pb->offset = kiln_calloc(n, sizeof *pb->offset);
+	if (!pb->files || !pb->image || !pb->status || !pb->offset)
 		return gpu_step(s, KILN_ERR_NOMEM, "plan PNG upload");
 	kiln_status st;
 	if ((st = kiln_gpu_grow((void **)&g->d_png, &g->d_png_cap, bytes, false)) ||
@@ -590,16 +641,18 @@ static kiln_status gpu_png_decode(batch_slot *s, const kiln_texenc_png *files, c
 		size_t i = lp->image;
 		if (lp->level != 0 || !on_device[i] || s->status[i] != KILN_OK)
 			continue;
-		memcpy(g->h_png + off, files[i].data, files[i].size);
 		kiln_pngdec_gpu_file *f = &pb->files[pb->count];
 		f->data = g->d_png + off;
 		f->size = files[i].size;
 		f->info = files[i].info;
 		f->rgba = (uint8_t *)lp->surface.rgba;
 		f->stride = lp->surface.stride;
-		pb->image[pb->count++] = i;
+		pb->image[pb->count] = i;
+		pb->offset[pb->count++] = off;
 		off += align_up(files[i].size);
 	}
+	copy_run r = {.files = files, .png = pb, .arena = g->h_png};
+	kiln_pool_for(copy_pool, pb->count, 1, copy_png_range, &r);
 	pb->temp_size = kiln_pngdec_temp_size(pb->files, pb->count);
 	if ((st = kiln_gpu_grow(&g->d_png_temp, &g->d_png_temp_cap, pb->temp_size ? pb->temp_size : 1, false)))
 		return gpu_step(s, st, "allocate PNG buffers");
@@ -660,7 +713,7 @@ static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image 
 		host_pixels |= s->status[i] == KILN_OK && !(on_device && on_device[i]);
 	if (host_pixels) {
 		bind_plan(plan, s->tex, g->h_pixels, s->count);
-		copy_base_levels(plan, images, g->h_pixels);
+		copy_base_levels(enc->copy_pool, plan, images, g->h_pixels);
 	}
 	bind_plan(plan, s->tex, g->d_pixels, s->count);
 	if (host_pixels) {
@@ -668,7 +721,7 @@ static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image 
 		if (st != KILN_OK)
 			return st;
 	}
-	if (on_device && (st = gpu_png_decode(s, files, on_device)) != KILN_OK)
+	if (on_device && (st = gpu_png_decode(enc->copy_pool, s, files, on_device)) != KILN_OK)
 		return st;
 	if (plan->nchains) {
 		st = kiln_mip_build_gpu(plan->chains, plan->nchains, g->d_temp, mip_temp, g->stream);
@@ -703,7 +756,7 @@ static kiln_status gpu_collect(kiln_texenc *enc, batch_slot *s)
 		st = gpu_png_collect(s);
 	if (st == KILN_OK) {
 		merge_level_status(&s->plan, &s->la, s->status);
-		collect_output(&s->plan, s->gpu.h_blocks, s->tex, s->status);
+		collect_output(enc->copy_pool, &s->plan, s->gpu.h_blocks, s->tex, s->status);
 	}
 	return st;
 }
