@@ -78,6 +78,10 @@ static void stats_minus(kiln_pipeline_stage_stats *a, const kiln_pipeline_stage_
 /* The folder of the inputs of the next runs: "in" (Kodak as distributed, one deflate
  * stream each) or "in-strips" (the same pixels in kiln's strip-parallel PNG layout). */
 static const char *input_folder = "in";
+/* Where the outputs go: the bench's folder on local disk, or a folder made under
+ * KILN_BENCH_WORKER_OUT (e.g. /dev/shm: file storage fsyncs every output and its
+ * directory, which on a slow disk is the limit; tmpfs shows the rest of the pipeline). */
+static char out_root[512];
 
 static kiln_status run_items(kiln_pipeline *p, const char *dir, const char *label, size_t first, size_t count,
 			     const kiln_texenc_opts *opts, kiln_container container, bool png_out)
@@ -90,7 +94,7 @@ static kiln_status run_items(kiln_pipeline *p, const char *dir, const char *labe
 			size_t k = first + done + i;
 			snprintf(inputs[i], sizeof inputs[i], "%s/%s/kodim%02zu.png", dir, input_folder,
 				 k % BENCH_KODAK_COUNT + 1);
-			snprintf(outputs[i], sizeof outputs[i], "%s/out/%s/%zu.out", dir, label, k);
+			snprintf(outputs[i], sizeof outputs[i], "%s/out/%s/%zu.out", out_root, label, k);
 			items[i] = (kiln_shard_item){.id = k, .input = inputs[i], .output = outputs[i]};
 		}
 		char shard[64];
@@ -196,7 +200,7 @@ static void report_run(bench_section *sec, const worker_run *run)
 }
 
 /* GPU files against the CPU backend's, for the items both runs wrote. */
-static bool same_outputs(const char *dir, const char *a, const char *b, size_t count, char *err, size_t err_cap)
+static bool same_outputs(const char *a, const char *b, size_t count, char *err, size_t err_cap)
 {
 	kiln_buf fa, fb;
 	kiln_buf_init(&fa, (size_t)64 << 20);
@@ -204,8 +208,8 @@ static bool same_outputs(const char *dir, const char *a, const char *b, size_t c
 	bool same = true;
 	for (size_t i = 0; i < count && same; i++) {
 		char pa[256], pb[256];
-		snprintf(pa, sizeof pa, "%s/out/%s/%zu.out", dir, a, i);
-		snprintf(pb, sizeof pb, "%s/out/%s/%zu.out", dir, b, i);
+		snprintf(pa, sizeof pa, "%s/out/%s/%zu.out", out_root, a, i);
+		snprintf(pb, sizeof pb, "%s/out/%s/%zu.out", out_root, b, i);
 		kiln_buf_reset(&fa); /* reading appends */
 		kiln_buf_reset(&fb);
 		same = kiln_buf_read_file(&fa, pa) == KILN_OK && kiln_buf_read_file(&fb, pb) == KILN_OK &&
@@ -262,6 +266,19 @@ int bench_worker(const bench_opts *opts, const bench_set *set, bench_report *rep
 		bench_report_line(report, "worker bench skipped: mkdtemp: %s", strerror(errno));
 		return 1;
 	}
+	snprintf(out_root, sizeof out_root, "%s", dir);
+	const char *oe = getenv("KILN_BENCH_WORKER_OUT");
+	if (oe && *oe) {
+		snprintf(out_root, sizeof out_root, "%s/kiln-bench-out-XXXXXX", oe);
+		if (!mkdtemp(out_root)) {
+			bench_report_line(report, "worker bench: mkdtemp under %s: %s; outputs on local disk", oe,
+					  strerror(errno));
+			snprintf(out_root, sizeof out_root, "%s", dir);
+		}
+	}
+	if (strcmp(out_root, dir) != 0)
+		bench_report_line(report, "worker bench: outputs under %s (KILN_BENCH_WORKER_OUT), inputs on local disk",
+				  out_root);
 	snprintf(path, sizeof path, "%s/in", dir);
 	int failed = 0;
 	if (kiln_mkdir_p(path) != KILN_OK || stage_inputs(dir, err, sizeof err) != KILN_OK) {
@@ -324,7 +341,7 @@ int bench_worker(const bench_opts *opts, const bench_set *set, bench_report *rep
 			if (b > 0 && cpu_written[q]) {
 				char cpu_label[40], what[160];
 				snprintf(cpu_label, sizeof cpu_label, "cpu-%s", settings[q].name);
-				bool same = same_outputs(dir, cpu_label, label, cpu_written[q], err, sizeof err);
+				bool same = same_outputs(cpu_label, label, cpu_written[q], err, sizeof err);
 				snprintf(what, sizeof what, "%s: first %zu outputs == CPU backend's", label, cpu_written[q]);
 				bench_row_text(sec[b], what, same ? "OK" : "MISMATCH", same ? NULL : err, NULL);
 				failed += !same;
@@ -333,7 +350,7 @@ int bench_worker(const bench_opts *opts, const bench_set *set, bench_report *rep
 	}
 done:;
 	char cmd[700];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, out_root);
 	if (system(cmd) != 0)
 		fprintf(stderr, "kiln-bench: could not remove %s\n", dir);
 	return failed;
