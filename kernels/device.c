@@ -1,4 +1,5 @@
 /* --device parsing and resolution, shared by every subcommand that runs a codec. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,8 +75,16 @@ kiln_status kiln_gpu_grow(void **ptr, size_t *cap, size_t need, bool pinned)
 		kiln_gpu_free(*ptr);
 	*ptr = NULL;
 	*cap = 0;
-	kiln_status st = pinned ? kiln_gpu_host_alloc(ptr, need) : kiln_gpu_malloc(ptr, need);
+	/* A quarter more than asked: freeing device or pinned memory waits for the whole
+	 * device, and batches whose sizes vary (a worker's PNG files) regrew at every new
+	 * largest batch, stalling every batch in flight (docs/PERFORMANCE.md, worker). */
+	size_t want = need <= SIZE_MAX - need / 4 ? need + need / 4 : need;
+	kiln_status st = pinned ? kiln_gpu_host_alloc(ptr, want) : kiln_gpu_malloc(ptr, want);
+	if (st != KILN_OK && want > need) {
+		want = need;
+		st = pinned ? kiln_gpu_host_alloc(ptr, want) : kiln_gpu_malloc(ptr, want);
+	}
 	if (st == KILN_OK)
-		*cap = need;
+		*cap = want;
 	return st;
 }

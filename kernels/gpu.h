@@ -44,7 +44,8 @@ kiln_status kiln_gpu_h2d(void *dst, const void *src, size_t size, kiln_stream st
 kiln_status kiln_gpu_d2h(void *dst, const void *src, size_t size, kiln_stream stream);
 kiln_status kiln_gpu_memset(void *dst, int value, size_t size, kiln_stream stream);
 /* Grows a device (pinned: pinned host) buffer that *cap bytes at *ptr hold to at least
- * need bytes; the contents are not kept. Buffers that batches reuse grow through this. */
+ * need bytes (a quarter more where that fits, so that slowly growing needs seldom
+ * reallocate); the contents are not kept. Buffers that batches reuse grow through this. */
 kiln_status kiln_gpu_grow(void **ptr, size_t *cap, size_t need, bool pinned);
 kiln_status kiln_gpu_stream_create(kiln_stream *stream);
 void kiln_gpu_stream_destroy(kiln_stream stream); /* NULL accepted */
