@@ -81,7 +81,7 @@ static const char *input_folder = "in";
 /* Where the outputs go: the bench's folder on local disk, or a folder made under
  * KILN_BENCH_WORKER_OUT (e.g. /dev/shm: file storage fsyncs every output and its
  * directory, which on a slow disk is the limit; tmpfs shows the rest of the pipeline). */
-static char out_root[512];
+static char out_root[256];
 
 static kiln_status run_items(kiln_pipeline *p, const char *dir, const char *label, size_t first, size_t count,
 			     const kiln_texenc_opts *opts, kiln_container container, bool png_out)
@@ -207,7 +207,7 @@ static bool same_outputs(const char *a, const char *b, size_t count, char *err, 
 	kiln_buf_init(&fb, (size_t)64 << 20);
 	bool same = true;
 	for (size_t i = 0; i < count && same; i++) {
-		char pa[256], pb[256];
+		char pa[400], pb[400];
 		snprintf(pa, sizeof pa, "%s/out/%s/%zu.out", out_root, a, i);
 		snprintf(pb, sizeof pb, "%s/out/%s/%zu.out", out_root, b, i);
 		kiln_buf_reset(&fa); /* reading appends */
