@@ -9,6 +9,8 @@
  * converted on its own, in parallel over the pool. A strip whose deflate data does not
  * end where the chunk says sends the whole file back to the serial path; a strip whose
  * first row needs the row above is de-filtered after its predecessor, in order. */
+#include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -39,15 +41,19 @@ kiln_status kiln_pngdec_zlib_stream(const uint8_t *data, const kiln_pngdec_info 
 	size_t p = (size_t)info->idat_offset;
 	const uint8_t *stream = data + p + 8;
 	if (info->idat_chunks > 1) {
-		uint8_t *buf = malloc((size_t)info->zlib_size);
+		/* The chunks' lengths follow the stream (big-endian, one per chunk): the replay of
+		 * libpng's reads in kiln_pngdec_inflate needs the chunk boundaries. */
+		uint8_t *buf = malloc((size_t)info->zlib_size + 4 * (size_t)info->idat_chunks);
 		if (!buf) {
 			kiln_msgf(err, err_cap, "cannot allocate the zlib stream");
 			return KILN_ERR_NOMEM;
 		}
 		size_t o = 0;
+		uint8_t *lens = buf + (size_t)info->zlib_size;
 		for (uint32_t c = 0; c < info->idat_chunks; c++) {
 			uint32_t l = kiln_png_be32(data + p);
 			memcpy(buf + o, data + p + 8, l);
+			memcpy(lens + 4 * (size_t)c, data + p, 4);
 			o += l;
 			p += 12 + (size_t)l;
 		}
@@ -123,8 +129,178 @@ static kiln_status defilter_adam7(const kiln_pngdec_info *info, uint8_t *filt, u
 	return KILN_OK;
 }
 
-/* Inflates the whole stream and checks its Adler-32 trailer; a stream holding more data
- * than the image is accepted without that check, as libpng accepts it. */
+/* ---- libpng's reading of the IDAT data, replayed -------------------------------------
+ *
+ * libpng 1.6.39 (png_read_IDAT_data and png_read_finish_IDAT in pngrutil.c, with
+ * common/png_io.c's settings) reads the image data thus:
+ * - the IDAT run is handed to zlib's inflate (Z_NO_FLUSH) in pieces of at most 8192 bytes
+ *   (PNG_IDAT_READ_SIZE), never across a chunk boundary, one call sequence per row (per
+ *   row of each Adam7 pass) with exactly the row's bytes as output space; a new piece is
+ *   read whenever the previous one is used up at the start of a step, and if the chunk
+ *   after the run is not an IDAT that is the error "Not enough image data" (a refusal);
+ * - any zlib error while rows are read (bad data, a wrong Adler-32 that zlib reaches while
+ *   finishing the last row's call) refuses the file; so does a stream ending before the
+ *   last row;
+ * - after the last row, unless zlib already returned Z_STREAM_END, it "finishes" the
+ *   stream: it inflates into a 1024-byte scratch (reading a piece first if none is left,
+ *   with the same refusal when the IDAT run is over), and
+ *   . stops at Z_STREAM_END (extra data is only a warning), or at a zlib error (also only a
+ *     warning: a bad trailer or bad data past the image is accepted),
+ *   . stops silently when that first call produced no output: the stream is taken as
+ *     ended, even without its final block or Adler-32, whatever chunk follows (IEND, an
+ *     unknown critical chunk: png_read_end reads the chunks after the image data without
+ *     an info struct, checking only their CRCs);
+ *   . when it did produce output (data past the image), goes on reading pieces until one
+ *     of the two stops above, and refuses the file ("Not enough image data") when the IDAT
+ *     run ends first.
+ * kiln's own inflater decides the common case itself: a stream with a 32 KiB window
+ * (CINFO 7) whose final block ends with the image's last byte and whose Adler-32 follows
+ * and matches is accepted by libpng whatever the piece boundaries. Every other stream that
+ * yields the whole image is replayed here with zlib (the library libpng drives), piece by
+ * piece and row by row, and the replay's verdict and bytes stand. A smaller window counts
+ * as "other" because zlib then refuses distances beyond it that reach out of the current
+ * row call, which kiln's inflater does not model. */
+#define LIBPNG_IDAT_READ_SIZE 8192u
+#define LIBPNG_INFLATE_BUF_SIZE 1024u
+
+typedef struct idat_reader {
+	z_stream zs;
+	const uint8_t *z;    /* the zlib stream */
+	const uint8_t *lens; /* big-endian chunk lengths after the stream; NULL: one chunk */
+	uint64_t size;       /* bytes of the stream */
+	uint32_t chunks, chunk;
+	uint64_t chunk_pos;  /* offset in z of the current chunk's data */
+	uint64_t left;       /* bytes of the current chunk not yet handed to zlib (idat_size) */
+	const char *why;     /* libpng's reason for a refusal */
+	kiln_status st;
+} idat_reader;
+
+static uint64_t reader_chunk_len(const idat_reader *r, uint32_t c)
+{
+	return r->lens ? kiln_png_be32(r->lens + 4 * (size_t)c) : r->size;
+}
+
+/* libpng's "read a piece when none is left": false when the IDAT run is over. */
+static bool reader_fetch(idat_reader *r)
+{
+	while (r->left == 0) {
+		if (r->chunk + 1 >= r->chunks) {
+			r->why = "not enough image data (the zlib stream is cut short)";
+			r->st = KILN_ERR_TRUNCATED;
+			return false;
+		}
+		r->chunk_pos += reader_chunk_len(r, r->chunk);
+		r->chunk++;
+		r->left = reader_chunk_len(r, r->chunk);
+	}
+	uint64_t len = reader_chunk_len(r, r->chunk);
+	uint32_t n = r->left < LIBPNG_IDAT_READ_SIZE ? (uint32_t)r->left : LIBPNG_IDAT_READ_SIZE;
+	r->zs.next_in = (Bytef *)(r->z + r->chunk_pos + (len - r->left));
+	r->zs.avail_in = n;
+	r->left -= n;
+	return true;
+}
+
+static const char *reader_zmsg(const idat_reader *r, int ret)
+{
+	if (r->zs.msg && strcmp(r->zs.msg, "incorrect data check") == 0)
+		return "incorrect data check (Adler-32)";
+	if (r->zs.msg)
+		return r->zs.msg;
+	return ret == Z_NEED_DICT ? "preset dictionary not allowed" : "invalid deflate data";
+}
+
+/* One row call (png_read_IDAT_data with output): false on libpng's error. *ended is set
+ * at Z_STREAM_END. */
+static bool reader_row(idat_reader *r, uint8_t *out, size_t n, bool *ended)
+{
+	r->zs.next_out = out;
+	do {
+		if (r->zs.avail_in == 0 && !reader_fetch(r))
+			return false;
+		uInt step = n > (size_t)UINT_MAX ? UINT_MAX : (uInt)n;
+		r->zs.avail_out = step;
+		int ret = inflate(&r->zs, Z_NO_FLUSH);
+		n -= step - r->zs.avail_out;
+		if (ret == Z_STREAM_END) {
+			*ended = true;
+			break;
+		}
+		if (ret != Z_OK) {
+			r->why = reader_zmsg(r, ret);
+			r->st = KILN_ERR_CORRUPT;
+			return false;
+		}
+	} while (n > 0);
+	if (n > 0) {
+		r->why = "not enough image data";
+		r->st = KILN_ERR_TRUNCATED;
+		return false;
+	}
+	return true;
+}
+
+/* png_read_finish_IDAT: false on libpng's error (the IDAT run ends while zlib still
+ * needs data, after the first call or once output past the image appeared). */
+static bool reader_finish(idat_reader *r)
+{
+	uint8_t tmp[LIBPNG_INFLATE_BUF_SIZE];
+	uint64_t extra = 0;
+	do {
+		if (r->zs.avail_in == 0 && !reader_fetch(r))
+			return false;
+		r->zs.next_out = tmp;
+		r->zs.avail_out = sizeof tmp;
+		int ret = inflate(&r->zs, Z_NO_FLUSH);
+		extra += sizeof tmp - r->zs.avail_out;
+		if (ret != Z_OK)
+			return true; /* Z_STREAM_END, or an error libpng only warns about */
+	} while (extra > 0);
+	return true;
+}
+
+/* Replays libpng's reads of the whole IDAT run into filt (the image's filtered bytes, in
+ * kiln's layout: rows, or the Adam7 passes one after another). */
+static kiln_status libpng_replay(const kiln_pngdec_info *info, const uint8_t *z, uint8_t *filt, char *err,
+				 size_t cap)
+{
+	idat_reader r;
+	memset(&r, 0, sizeof r);
+	r.z = z;
+	r.size = info->zlib_size;
+	r.chunks = info->idat_chunks;
+	r.lens = info->idat_chunks > 1 ? z + (size_t)info->zlib_size : NULL;
+	r.left = reader_chunk_len(&r, 0);
+	/* windowBits 0: the window the stream's header declares, as png_inflate_claim */
+	if (inflateInit2(&r.zs, 0) != Z_OK) {
+		kiln_msgf(err, cap, "cannot set up zlib");
+		return KILN_ERR_NOMEM;
+	}
+	bool ok = true, ended = false;
+	size_t off = 0;
+	for (uint32_t p = 0; p < (info->interlace ? 7u : 1u) && ok; p++) {
+		uint32_t pw = info->width, ph = info->height;
+		if (info->interlace)
+			kiln_adam7_pass_size(p, info->width, info->height, &pw, &ph);
+		if (pw == 0 || ph == 0)
+			continue;
+		size_t rb = (size_t)kiln_png_row_bytes(info->format.color_type, info->format.bit_depth, pw) + 1;
+		for (uint32_t j = 0; j < ph && ok; j++, off += rb)
+			ok = reader_row(&r, filt + off, rb, &ended);
+	}
+	if (ok && !ended)
+		ok = reader_finish(&r);
+	inflateEnd(&r.zs);
+	if (!ok) {
+		kiln_msgf(err, cap, "IDAT: %s", r.why);
+		return r.st;
+	}
+	return KILN_OK;
+}
+
+/* Inflates the whole stream (z from kiln_pngdec_zlib_stream) and decides as libpng does
+ * (see above): kiln's inflater for a clean stream, the replay for anything else that
+ * yields the whole image. */
 kiln_status kiln_pngdec_inflate(const kiln_pngdec_info *info, const uint8_t *z, uint8_t *filt, char *err,
 				size_t cap)
 {
@@ -137,32 +313,27 @@ kiln_status kiln_pngdec_inflate(const kiln_pngdec_info *info, const uint8_t *z, 
 	int rc = kiln_inflate_raw(t, z + 2, zlen - 2, filt, (size_t)info->filtered_size, &out_len, &used,
 				  0, &final);
 	free(t);
-	if (rc == KILN_INFL_OUTPUT_FULL)
-		return KILN_OK; /* extra compressed data after the image: ignored, as libpng */
-	if (rc != KILN_INFL_OK)
-		return infl_status(rc, err, cap);
 	if (out_len < info->filtered_size) {
+		/* an error or the end of the data before the image's end: zlib's too */
+		if (rc != KILN_INFL_OK && rc != KILN_INFL_OUTPUT_FULL)
+			return infl_status(rc, err, cap);
 		kiln_msgf(err, cap, "IDAT: not enough image data (%zu of %llu bytes)", out_len,
 			  (unsigned long long)info->filtered_size);
 		return KILN_ERR_TRUNCATED;
 	}
-	if (zlen - 2 - used < 4) {
-		kiln_msgf(err, cap, "IDAT: the zlib stream ends without its checksum");
-		return KILN_ERR_TRUNCATED;
+	bool clean = rc == KILN_INFL_OK && (z[0] >> 4) == 7 && zlen - 2 - used >= 4;
+	if (clean) {
+		uint32_t want = kiln_png_be32(z + 2 + used);
+		uint32_t got = (uint32_t)adler32(0L, Z_NULL, 0);
+		size_t done = 0, total = (size_t)info->filtered_size;
+		while (done < total) {
+			size_t n = total - done > (1u << 30) ? (1u << 30) : total - done;
+			got = (uint32_t)adler32(got, filt + done, (uInt)n);
+			done += n;
+		}
+		clean = got == want;
 	}
-	uint32_t want = kiln_png_be32(z + 2 + used);
-	uint32_t got = (uint32_t)adler32(adler32(0L, Z_NULL, 0), filt, (uInt)0);
-	size_t done = 0, total = (size_t)info->filtered_size;
-	while (done < total) {
-		size_t n = total - done > (1u << 30) ? (1u << 30) : total - done;
-		got = (uint32_t)adler32(got, filt + done, (uInt)n);
-		done += n;
-	}
-	if (got != want) {
-		kiln_msgf(err, cap, "IDAT: incorrect data check (Adler-32)");
-		return KILN_ERR_CORRUPT;
-	}
-	return KILN_OK;
+	return clean ? KILN_OK : libpng_replay(info, z, filt, err, cap);
 }
 
 struct strip_job {
@@ -290,7 +461,7 @@ static kiln_status decode_probed(const uint8_t *data, const kiln_pngdec_info *pr
 		st = KILN_ERR_NOMEM;
 		goto fail;
 	}
-	if (info.strips > 1) {
+	if (info.strips > 1 && (z[0] >> 4) == 7) { /* other windows: see kiln_pngdec_inflate */
 		int r = decode_strips(data, &info, z, filt, rgba, stride, pool, &st, err, err_cap);
 		if (r != 0)
 			goto fail; /* decoded (st OK) or a definite error */

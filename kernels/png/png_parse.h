@@ -3,7 +3,8 @@
  * acceptance of common/png_io.c's libpng configuration:
  * - a CRC error in a critical chunk refuses the file, in an ancillary chunk drops the chunk;
  * - chunk lengths over 2^31 - 1, chunk types that are not letters, an unknown critical
- *   chunk before the image data, any chunk before IHDR, a second IHDR or PLTE, a palette image without PLTE
+ *   chunk before the image data, any chunk before IHDR, a second IHDR, a second PLTE before
+ *   the image data, a palette image without PLTE
  *   before its IDATs, IEND before IDAT, a file ending before IEND: refused;
  * - the chunk size cap libpng applies (8 MiB for non-IDAT chunks, an image-derived bound
  *   for IDAT) is applied;
@@ -12,10 +13,14 @@
  *   gAMA, a second sRGB or one with a bad intent make the colour space "invalid" (later
  *   gAMA and sRGB chunks are ignored and sRGB no longer counts, but a gamma stored before
  *   stays, as libpng's getter returns it); an sRGB's gamma replaces a gAMA's; srgb is 0
- *   only for a stored gamma within 5% of 1.0 without a valid sRGB and without iCCP.
- *   iCCP chunks shorter than 14 bytes are ignored, as libpng does. Known difference:
- *   libpng also ignores a longer iCCP whose profile it cannot parse, kiln counts it (such
- *   a file with gAMA 1.0 reads as sRGB here, linear through libpng).
+ *   only for a stored gamma within 5% of 1.0 without a valid sRGB and without a valid
+ *   iCCP. An iCCP counts only where libpng 1.6.39 would keep its profile
+ *   (kiln_png_iccp_verdict); one it refuses makes the colour space invalid, one it drops
+ *   unread (shorter than 92 bytes) changes nothing. Known difference: libpng recognises
+ *   the ICC's published sRGB profiles (by checksums) inside an iCCP and then also sets
+ *   sRGB's gamma and intent; kiln does not, which shows only when such a file also has a
+ *   gAMA near 1.0 and a later chunk that invalidates the colour space (libpng: sRGB,
+ *   kiln: linear).
  * Only chunks before the first IDAT affect the result, as in kiln_png_decode (libpng's
  * png_read_info stops there). The IDAT data is the first run of consecutive IDAT chunks;
  * IDATs after another chunk are ignored, as libpng does once the image is complete. */
@@ -25,6 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -51,6 +57,142 @@ static const uint8_t kiln_png_signature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
 #define KILN_PNG_sRGB KILN_PNG_TYPE('s', 'R', 'G', 'B')
 #define KILN_PNG_iCCP KILN_PNG_TYPE('i', 'C', 'C', 'P')
 #define KILN_PNG_kiSt KILN_PNG_TYPE('k', 'i', 'S', 't')
+
+/* libpng 1.6.39's handling of an iCCP chunk (png_handle_iCCP, png_inflate_read and the
+ * png_icc_check_* functions), as common/png_io.c configures it: the profile counts (the
+ * iCCP bit of the info struct is set) only when all of this holds:
+ * - the chunk is at least 92 bytes long: libpng reads the keyword area (81 bytes) first
+ *   and drops the chunk unread, without touching the colour space, when fewer than 11
+ *   bytes remain after it; this and the 14-byte minimum are checked by the caller;
+ * - a keyword of 1 to 79 bytes ends in a NUL, the compression method after it is 0;
+ * - the zlib data yields, in order, the 132-byte header, the 12-byte tag entries and the
+ *   rest of the profile (the length in its first 4 bytes) before zlib reports an error or
+ *   the end of the stream; what follows the profile's last byte (the Adler-32, extra data,
+ *   even bad data) is never looked at;
+ * - the header: length >= 132 and <= 8 MiB (png_io's chunk malloc limit), a multiple of 4
+ *   when the major version (byte 8) is above 3, tag count <= 357913930 with the table
+ *   inside the length, rendering intent < 0xffff, 'acsp' at byte 36, colour space 'RGB '
+ *   for colour images or 'GRAY' for grey ones, class not 'abst' nor 'link', PCS 'XYZ ' or
+ *   'Lab ' (other fields only give warnings);
+ * - every tag's start and length lie inside the profile.
+ * The chunk's CRC plays no part (png_handle_iCCP ignores the result of its CRC check), and
+ * everything else makes the colour space invalid. zlib is driven as libpng drives it: the
+ * window the stream's header declares, input in libpng's pieces, and, when that window is
+ * under 32 KiB, the same output buffers (whether a distance reaches outside the window
+ * then depends on them); the profile is held in memory only in that case, at most 8 MiB,
+ * as libpng holds it. Returns 1: the profile counts, -1: the colour space becomes
+ * invalid. d/len: the chunk data, len >= 92; color: IHDR's colour type. */
+#define KILN_PNG_ICC_MAX ((uint32_t)8 << 20)
+#define KILN_PNG_ICC_READ 1024u
+
+typedef struct kiln_png_icc_reader {
+	z_stream zs;
+	const uint8_t *rest;
+	uint32_t rest_len;
+} kiln_png_icc_reader;
+
+/* png_inflate_read: size bytes into out; returns the bytes it could not produce. */
+static uint64_t kiln_png_icc_read(kiln_png_icc_reader *r, uint8_t *out, uint64_t size, int finish)
+{
+	int ret;
+	r->zs.next_out = out;
+	r->zs.avail_out = 0;
+	do {
+		if (r->zs.avail_in == 0) {
+			uint32_t n = r->rest_len < KILN_PNG_ICC_READ ? r->rest_len : KILN_PNG_ICC_READ;
+			r->zs.next_in = (Bytef *)r->rest;
+			r->zs.avail_in = n;
+			r->rest += n;
+			r->rest_len -= n;
+		}
+		if (r->zs.avail_out == 0) {
+			uInt n = size > UINT32_MAX ? UINT32_MAX : (uInt)size;
+			size -= n;
+			r->zs.avail_out = n;
+		}
+		ret = inflate(&r->zs, r->rest_len > 0 ? Z_NO_FLUSH : finish ? Z_FINISH : Z_SYNC_FLUSH);
+	} while (ret == Z_OK && (size > 0 || r->zs.avail_out > 0));
+	size += r->zs.avail_out;
+	r->zs.avail_out = 0;
+	return size;
+}
+
+/* Reads size bytes through a small buffer (the window is 32 KiB: the output buffers make
+ * no difference), passing each complete 12-byte tag entry to the check when tags != 0.
+ * False when zlib stops before size bytes or a tag lies outside the profile. */
+static bool kiln_png_icc_stream(kiln_png_icc_reader *r, uint64_t size, int finish, bool tags,
+				uint32_t profile_length)
+{
+	uint8_t buf[85 * 12];
+	while (size > 0) {
+		uint64_t n = size < sizeof buf ? size : sizeof buf;
+		if (kiln_png_icc_read(r, buf, n, finish) != 0)
+			return false;
+		for (uint64_t i = 0; tags && i + 12 <= n; i += 12) {
+			uint32_t start = kiln_png_be32(buf + i + 4), tlen = kiln_png_be32(buf + i + 8);
+			if (start > profile_length || tlen > profile_length - start)
+				return false;
+		}
+		size -= n;
+	}
+	return true;
+}
+
+static int kiln_png_iccp_verdict(const uint8_t *d, uint32_t len, uint32_t color)
+{
+	uint32_t kl = 0;
+	while (kl < 80 && d[kl] != 0)
+		kl++;
+	if (kl < 1 || kl > 79 || d[kl + 1] != 0)
+		return -1; /* bad keyword, bad compression method */
+	kiln_png_icc_reader r;
+	memset(&r, 0, sizeof r);
+	r.zs.next_in = (Bytef *)(d + kl + 2);
+	r.zs.avail_in = 81 - (kl + 2);
+	r.rest = d + 81;
+	r.rest_len = len - 81;
+	bool small_window = (d[kl + 2] >> 4) < 7;
+	if (inflateInit2(&r.zs, 0) != Z_OK)
+		return -1; /* libpng: the claim fails, the same verdict */
+	int verdict = -1;
+	uint8_t *profile = NULL;
+	uint8_t h[132];
+	if (kiln_png_icc_read(&r, h, sizeof h, 0) != 0)
+		goto done;
+	uint32_t plen = kiln_png_be32(h), tags = kiln_png_be32(h + 128), cs = kiln_png_be32(h + 16);
+	uint32_t cls = kiln_png_be32(h + 12), pcs = kiln_png_be32(h + 20);
+	if (plen < 132 || plen > KILN_PNG_ICC_MAX || (h[8] > 3 && (plen & 3)) || tags > 357913930u ||
+	    plen < 132 + 12 * (uint64_t)tags || kiln_png_be32(h + 64) >= 0xffffu ||
+	    kiln_png_be32(h + 36) != 0x61637370u /* acsp */)
+		goto done;
+	if (cs == 0x52474220u /* 'RGB ' */ ? !(color & 2) : cs == 0x47524159u /* GRAY */ ? (color & 2) != 0 : true)
+		goto done;
+	if (cls == 0x61627374u /* abst */ || cls == 0x6c696e6bu /* link */)
+		goto done;
+	if (pcs != 0x58595a20u /* 'XYZ ' */ && pcs != 0x4c616220u /* 'Lab ' */)
+		goto done;
+	uint64_t table = 12 * (uint64_t)tags, rest = plen - 132 - table;
+	if (!small_window) {
+		if (kiln_png_icc_stream(&r, table, 0, true, plen) && kiln_png_icc_stream(&r, rest, 1, false, plen))
+			verdict = 1;
+		goto done;
+	}
+	profile = malloc(plen); /* plen <= 8 MiB */
+	if (!profile || (table && kiln_png_icc_read(&r, profile + 132, table, 0) != 0))
+		goto done;
+	for (uint64_t i = 0; i < table; i += 12) {
+		uint32_t start = kiln_png_be32(profile + 132 + i + 4), tlen = kiln_png_be32(profile + 132 + i + 8);
+		if (start > plen || tlen > plen - start)
+			goto done;
+	}
+	if (rest && kiln_png_icc_read(&r, profile + 132 + table, rest, 1) != 0)
+		goto done;
+	verdict = 1;
+done:
+	free(profile);
+	inflateEnd(&r.zs);
+	return verdict;
+}
 
 /* Bits per pixel of a colour type and depth. */
 static inline uint32_t kiln_png_bits_per_pixel(uint32_t color_type, uint32_t depth)
@@ -234,10 +376,10 @@ static kiln_status kiln_png_parse(const uint8_t *data, size_t size, const kiln_i
 			idat_limit = kiln_png_idat_limit(info, depth, kiln_png_channels(color));
 			have_ihdr = true;
 		} else if (type == KILN_PNG_PLTE) {
+			if (have_idat)
+				continue; /* after the image data png_read_end skips it, even a second one */
 			if (have_plte)
 				return kiln_msgf(err, err_cap, "PLTE: duplicate"), KILN_ERR_CORRUPT;
-			if (have_idat)
-				continue; /* out of place: ignored */
 			have_plte = true;
 			if (!(color & 2))
 				continue; /* ignored in grayscale PNG */
@@ -328,14 +470,24 @@ static kiln_status kiln_png_parse(const uint8_t *data, size_t size, const kiln_i
 			gamma = 45455; /* libpng: sRGB's gamma replaces a gAMA's */
 			gamma_set = true;
 		} else if (type == KILN_PNG_iCCP) {
-			/* libpng drops a chunk shorter than a keyword, its terminator, the method
-			 * and the smallest zlib stream (14 bytes) without touching the colour space */
-			if (have_plte || len < 14 || !crc_ok)
+			/* png_handle_iCCP's order: dropped when shorter than a keyword, its
+			 * terminator, the method and the smallest zlib stream (14 bytes); skipped
+			 * once the colour space is invalid; after sRGB "too many profiles"; dropped
+			 * again when under 92 bytes (see kiln_png_iccp_verdict); then the profile.
+			 * A profile it keeps does not set the intent (only a known sRGB profile
+			 * would). The CRC is not consulted. */
+			if (have_plte || len < 14 || cs_invalid)
 				continue;
-			/* Valid or not (libpng's profile checks fail into an invalid colour space),
-			 * a profile means the data is not declared linear. */
-			have_intent = true;
-			iccp = true;
+			if (have_intent) {
+				cs_invalid = true;
+				continue;
+			}
+			if (len < 92)
+				continue;
+			if (kiln_png_iccp_verdict(d, len, color) > 0)
+				iccp = true;
+			else
+				cs_invalid = true;
 		} else if (type == KILN_PNG_kiSt) {
 			if (crc_ok && !kist_pos) {
 				kist_pos = (uint64_t)(d - data);
@@ -347,7 +499,8 @@ static kiln_status kiln_png_parse(const uint8_t *data, size_t size, const kiln_i
 	 * before it (libpng's getter still returns that: a duplicate gAMA after gAMA 1.0 reads
 	 * as linear) */
 	bool srgb_valid = have_srgb && !cs_invalid;
-	bool linear = !srgb_valid && !iccp && gamma_set && gamma >= KILN_PNG_LINEAR_LO && gamma <= KILN_PNG_LINEAR_HI;
+	bool iccp_valid = iccp && !cs_invalid;
+	bool linear = !srgb_valid && !iccp_valid && gamma_set && gamma >= KILN_PNG_LINEAR_LO && gamma <= KILN_PNG_LINEAR_HI;
 	info->srgb = linear ? 0 : 1;
 	info->format.has_trns = have_trns;
 	info->has_alpha = (color & 4) || have_trns;

@@ -462,6 +462,317 @@ Test(png_dec, kist_lies)
 	free(filt);
 }
 
+/* ---- where the image data ends: libpng's reads (png_dec_cpu.c, libpng_replay) --------- */
+
+enum {
+	END_COMPLETE,      /* final block, Adler-32 */
+	END_NO_ADLER,      /* final block, no trailer */
+	END_HALF_ADLER,    /* final block, 2 bytes of the trailer */
+	END_BAD_ADLER,     /* final block, a wrong trailer */
+	END_SYNC,          /* all the rows, then a sync flush: no final block, no trailer */
+	END_SYNC_GARBAGE,  /* the same followed by an invalid block type */
+	END_EXTRA,         /* more data than the image, then a proper end */
+	END_EXTRA_SYNC,    /* more data than the image and no end */
+	END_EXTRA_BAD,     /* more data than the image, then an invalid block type */
+	END_TRAILING,      /* a proper end followed by stray bytes */
+	END_COUNT
+};
+
+/* A zlib stream of filt[0, flen) ending as `how` says (*len: its size; free() it). */
+static uint8_t *ending_stream(const uint8_t *filt, size_t flen, int how, size_t *len)
+{
+	static uint8_t more[3000];
+	memset(more, 'q', sizeof more);
+	z_stream z;
+	memset(&z, 0, sizeof z);
+	cr_assert_eq(deflateInit2(&z, 9, Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+	size_t cap = deflateBound(&z, flen + sizeof more) + 64;
+	uint8_t *buf = malloc(cap);
+	z.next_out = buf;
+	z.avail_out = (uInt)cap;
+	z.next_in = (Bytef *)filt;
+	z.avail_in = (uInt)flen;
+	bool extra = how == END_EXTRA || how == END_EXTRA_SYNC || how == END_EXTRA_BAD;
+	bool sync = how == END_SYNC || how == END_SYNC_GARBAGE;
+	int rc = deflate(&z, extra ? Z_NO_FLUSH : sync ? Z_SYNC_FLUSH : Z_FINISH);
+	cr_assert(rc == Z_OK || rc == Z_STREAM_END);
+	if (extra) {
+		z.next_in = more;
+		z.avail_in = sizeof more;
+		rc = deflate(&z, how == END_EXTRA ? Z_FINISH : Z_SYNC_FLUSH);
+		cr_assert(rc == Z_OK || rc == Z_STREAM_END);
+	}
+	size_t n = z.total_out;
+	deflateEnd(&z);
+	if (how == END_NO_ADLER)
+		n -= 4;
+	else if (how == END_HALF_ADLER)
+		n -= 2;
+	else if (how == END_BAD_ADLER)
+		buf[n - 1] ^= 1;
+	else if (how == END_SYNC_GARBAGE || how == END_EXTRA_BAD || how == END_TRAILING) {
+		buf[n++] = 0xff; /* BFINAL 1, BTYPE 3: invalid */
+		buf[n++] = 0xff;
+	}
+	*len = n;
+	return buf;
+}
+
+/* Filtered bytes (filter None) of a w x h image of `bpp` bytes per pixel, interlaced or not,
+ * random (noisy) or smooth. */
+static uint8_t *raw_filtered(uint32_t w, uint32_t h, uint32_t bpp, int interlace, int noisy, size_t *len)
+{
+	size_t total = 0;
+	for (uint32_t p = 0; p < (interlace ? 7u : 1u); p++) {
+		uint32_t pw = w, ph = h;
+		if (interlace)
+			kiln_adam7_pass_size(p, w, h, &pw, &ph);
+		if (pw && ph)
+			total += ((size_t)pw * bpp + 1) * ph;
+	}
+	uint8_t *f = malloc(total);
+	size_t o = 0;
+	for (uint32_t p = 0; p < (interlace ? 7u : 1u); p++) {
+		uint32_t pw = w, ph = h;
+		if (interlace)
+			kiln_adam7_pass_size(p, w, h, &pw, &ph);
+		for (uint32_t y = 0; pw && y < ph; y++) {
+			f[o++] = 0;
+			for (size_t i = 0; i < (size_t)pw * bpp; i++)
+				f[o++] = noisy ? (uint8_t)rnd() : (uint8_t)(3 * i + y);
+		}
+	}
+	*len = total;
+	return f;
+}
+
+/* Every way the zlib stream can end (complete, without or with a bad Adler-32, without a
+ * final block, with data past the image, with bad data past it) split into IDAT chunks
+ * in several ways and followed by IEND, an unknown critical chunk, an unknown ancillary
+ * chunk or tEXt: kiln accepts exactly what libpng accepts, with the same pixels. */
+Test(png_dec, stream_end_like_libpng)
+{
+	static const struct {
+		uint32_t w, h, depth, color, bpp;
+		int interlace, noisy;
+	} images[] = {
+		{32, 32, 16, 0, 2, 0, 0}, /* the fuzz finding's shape */
+		{61, 47, 8, 2, 3, 0, 1},  /* a stream over 8 KiB: libpng's reads come in pieces */
+		{37, 29, 8, 6, 4, 1, 0},  /* Adam7 */
+	};
+	static const uint32_t splits[] = {0, 1, 7, 100, 8193};
+	static const char *const afters[] = {NULL, "IDaT", "abCd", "tEXt"};
+	unsigned accepted = 0, refused = 0, sync_accepted = 0, sync_refused = 0;
+	for (size_t im = 0; im < sizeof images / sizeof images[0]; im++) {
+		size_t flen;
+		uint8_t *filt = raw_filtered(images[im].w, images[im].h, images[im].bpp, images[im].interlace,
+					     images[im].noisy, &flen);
+		for (int how = 0; how < END_COUNT; how++) {
+			size_t zlen;
+			uint8_t *z = ending_stream(filt, flen, how, &zlen);
+			for (size_t sp = 0; sp < sizeof splits / sizeof splits[0]; sp++) {
+				if (splits[sp] == 1 && zlen > 4000)
+					continue;
+				for (size_t af = 0; af < sizeof afters / sizeof afters[0]; af++) {
+					kiln_buf b;
+					kiln_buf_init(&b, (size_t)64 << 20);
+					static const uint8_t sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
+					PNG_TEST_CHECK(kiln_buf_append(&b, sig, 8));
+					uint8_t ihdr[13];
+					png_test_put_be32(ihdr, images[im].w);
+					png_test_put_be32(ihdr + 4, images[im].h);
+					ihdr[8] = (uint8_t)images[im].depth;
+					ihdr[9] = (uint8_t)images[im].color;
+					ihdr[10] = ihdr[11] = 0;
+					ihdr[12] = (uint8_t)images[im].interlace;
+					png_test_add_chunk(&b, "IHDR", ihdr, 13);
+					size_t step = splits[sp] ? splits[sp] : zlen;
+					for (size_t p = 0; p < zlen; p += step)
+						png_test_add_chunk(&b, "IDAT", z + p, (uint32_t)(zlen - p < step ? zlen - p : step));
+					if (sp == 2)
+						png_test_add_chunk(&b, "IDAT", "", 0); /* an empty IDAT closes the run */
+					if (afters[af])
+						png_test_add_chunk(&b, afters[af], "k\0v", 3);
+					png_test_add_chunk(&b, "IEND", "", 0);
+					char what[96];
+					snprintf(what, sizeof what, "image %zu, end %d, IDAT of %u, then %s", im, how,
+						 splits[sp], afters[af] ? afters[af] : "IEND");
+					int ok = compare_with_libpng(b.data, b.len, NULL, NULL, what);
+					accepted += ok;
+					refused += !ok;
+					if (how == END_SYNC) {
+						sync_accepted += ok;
+						sync_refused += !ok;
+					}
+					kiln_buf_free(&b);
+				}
+			}
+			free(z);
+		}
+		free(filt);
+	}
+	/* The table reaches both verdicts, also for the same stream cut into chunks differently
+	 * (a stream without its end passes when libpng's last read still finds IDAT data). */
+	cr_expect_gt(accepted, 100);
+	cr_expect_gt(refused, 50);
+	cr_expect_gt(sync_accepted, 0);
+	cr_expect_gt(sync_refused, 0);
+}
+
+/* ---- iCCP: the profile counts where libpng keeps it ------------------------------------ */
+
+typedef struct icc_opts {
+	uint32_t length;   /* declared length (0: the real one) */
+	uint32_t total;    /* bytes of the profile */
+	uint8_t version;
+	const char *cls, *space, *pcs, *sig;
+	uint32_t intent, tag_count, tag_start, tag_len;
+} icc_opts;
+
+static void icc_profile(uint8_t *p, const icc_opts *o)
+{
+	memset(p, 0, o->total);
+	png_test_put_be32(p, o->length ? o->length : o->total);
+	p[8] = o->version;
+	memcpy(p + 12, o->cls, 4);
+	memcpy(p + 16, o->space, 4);
+	memcpy(p + 20, o->pcs, 4);
+	memcpy(p + 36, o->sig, 4);
+	png_test_put_be32(p + 64, o->intent);
+	png_test_put_be32(p + 68, 0xF6D6);
+	png_test_put_be32(p + 72, 0x10000);
+	png_test_put_be32(p + 76, 0xD32D);
+	png_test_put_be32(p + 128, o->tag_count);
+	for (uint32_t t = 0; t < o->tag_count && 144 + 12 * t <= o->total; t++) {
+		memcpy(p + 132 + 12 * t, "wtpt", 4);
+		png_test_put_be32(p + 136 + 12 * t, o->tag_start);
+		png_test_put_be32(p + 140 + 12 * t, o->tag_len);
+	}
+	/* a 300-byte pattern after the tags: matches at distance 300 */
+	for (uint32_t i = 132 + 12 * o->tag_count, k = 0; i < o->total; i++, k++)
+		p[i] = (uint8_t)((k % 300) * 7 + 1);
+}
+
+enum { ICC_PLAIN, ICC_NO_ADLER, ICC_CUT, ICC_WINDOW256, ICC_BAD_CRC, ICC_KEYWORD80, ICC_METHOD1, ICC_TWICE,
+       ICC_THEN_SRGB };
+
+/* A grey 4x3 PNG with gAMA 1.0 and one iCCP chunk (how: its variant), so that its colour
+ * space reads as linear exactly when libpng does not keep the profile. */
+static kiln_buf iccp_png(const icc_opts *o, int how, uint32_t keyword_len, int color)
+{
+	uint8_t *prof = malloc(o->total);
+	icc_profile(prof, o);
+	uLongf zcap = compressBound(o->total) + 16;
+	uint8_t *chunk = malloc(82 + zcap);
+	memset(chunk, 'k', keyword_len);
+	chunk[keyword_len] = 0;
+	chunk[keyword_len + 1] = how == ICC_METHOD1;
+	uint8_t *z = chunk + keyword_len + 2;
+	uLongf zlen = zcap;
+	cr_assert_eq(compress2(z, &zlen, prof, o->total, 9), Z_OK);
+	if (how == ICC_NO_ADLER)
+		zlen -= 4;
+	else if (how == ICC_CUT)
+		zlen = zlen * 3 / 4;
+	else if (how == ICC_WINDOW256) {
+		/* a 256-byte window declared over distances of 300: zlib refuses them only when
+		 * they reach out of its current output buffer, which libpng's reads decide */
+		z[0] = 0x08;
+		z[1] = (uint8_t)((z[1] & 0xe0) | (31 - ((0x08u << 8) | (z[1] & 0xe0)) % 31) % 31);
+	}
+	kiln_buf b;
+	kiln_buf_init(&b, (size_t)64 << 20);
+	static const uint8_t sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
+	PNG_TEST_CHECK(kiln_buf_append(&b, sig, 8));
+	uint8_t ihdr[13] = {0, 0, 0, 4, 0, 0, 0, 3, 8, (uint8_t)color, 0, 0, 0};
+	png_test_add_chunk(&b, "IHDR", ihdr, 13);
+	uint8_t g[4];
+	png_test_put_be32(g, 100000);
+	png_test_add_chunk(&b, "gAMA", g, 4);
+	uint32_t clen = (uint32_t)(keyword_len + 2 + zlen);
+	png_test_add_chunk(&b, "iCCP", chunk, clen);
+	if (how == ICC_BAD_CRC)
+		b.data[b.len - 1] ^= 1;
+	if (how == ICC_TWICE) {
+		z[40] ^= 0xff; /* a second profile that is not kept */
+		png_test_add_chunk(&b, "iCCP", chunk, clen);
+	}
+	if (how == ICC_THEN_SRGB)
+		png_test_add_chunk(&b, "sRGB", "\0", 1);
+	uint8_t raw[3 * (1 + 4 * 3)];
+	for (size_t i = 0; i < sizeof raw; i++)
+		raw[i] = i % (color == 2 ? 13 : 5) == 0 ? 0 : (uint8_t)(i * 9);
+	uint8_t zi[128];
+	uLongf zil = sizeof zi;
+	cr_assert_eq(compress2(zi, &zil, raw, color == 2 ? sizeof raw : 3 * 5, 9), Z_OK);
+	png_test_add_chunk(&b, "IDAT", zi, (uint32_t)zil);
+	png_test_add_chunk(&b, "IEND", "", 0);
+	free(prof);
+	free(chunk);
+	return b;
+}
+
+Test(png_dec, iccp_counts_like_libpng)
+{
+	static const struct {
+		const char *what;
+		icc_opts o;
+		int how;
+		uint32_t keyword_len;
+		int color;
+		int srgb; /* libpng 1.6.39's verdict, -1: not stated */
+	} cases[] = {
+		{"valid", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 1},
+		{"valid, RGB", {0, 400, 2, "mntr", "RGB ", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 2, 1},
+		{"chunk under 92 bytes", {0, 144, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 0}, ICC_PLAIN, 3, 0, 0},
+		{"the same, chunk over 92", {0, 144, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 0}, ICC_PLAIN, 79, 0, 1},
+		{"length < 132", {100, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"length over the stream", {4000, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"stream past the length", {300, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 1},
+		{"length over 8 MiB", {(8u << 20) + 4, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"v4, length not a multiple of 4", {0, 402, 4, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"v2, length not a multiple of 4", {0, 402, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 1},
+		{"tag table past the length", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 30, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"no tags", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 0, 0, 0}, ICC_PLAIN, 40, 0, 1},
+		{"intent 0xffff", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0xffff, 1, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"intent 5", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 5, 1, 144, 20}, ICC_PLAIN, 40, 0, 1},
+		{"bad signature", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsq", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"RGB profile, grey image", {0, 400, 2, "mntr", "RGB ", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"grey profile, RGB image", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 2, 0},
+		{"CMYK", {0, 400, 2, "mntr", "CMYK", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"abstract class", {0, 400, 2, "abst", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"device link", {0, 400, 2, "link", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"unknown class", {0, 400, 2, "xxxx", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 1},
+		{"Lab PCS", {0, 400, 2, "mntr", "GRAY", "Lab ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 1},
+		{"bad PCS", {0, 400, 2, "mntr", "GRAY", "Luv ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 40, 0, 0},
+		{"tag past the end", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 390, 20}, ICC_PLAIN, 40, 0, 0},
+		{"tag start past the end", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 401, 0}, ICC_PLAIN, 40, 0, 0},
+		{"tag ending at the end", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 380, 20}, ICC_PLAIN, 40, 0, 1},
+		{"tag misaligned", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 145, 20}, ICC_PLAIN, 40, 0, 1},
+		{"no Adler-32", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_NO_ADLER, 40, 0, 1},
+		{"stream cut", {0, 2000, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_CUT, 40, 0, 0},
+		{"256-byte window, long distances", {0, 3000, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_WINDOW256, 40, 0, -1},
+		{"256-byte window, 20 KB", {0, 20000, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_WINDOW256, 40, 0, -1},
+		{"bad CRC", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_BAD_CRC, 40, 0, 1},
+		{"keyword of 80", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_KEYWORD80, 80, 0, 0},
+		{"keyword of 79", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_PLAIN, 79, 0, 1},
+		{"method 1", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_METHOD1, 40, 0, 0},
+		{"a second, bad profile", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_TWICE, 40, 0, 0},
+		{"then sRGB", {0, 400, 2, "mntr", "GRAY", "XYZ ", "acsp", 0, 1, 144, 20}, ICC_THEN_SRGB, 40, 0, 1},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		kiln_buf b = iccp_png(&cases[i].o, cases[i].how, cases[i].keyword_len, cases[i].color);
+		cr_assert_eq(compare_with_libpng(b.data, b.len, NULL, NULL, cases[i].what), 1);
+		if (cases[i].srgb >= 0) {
+			kiln_pngdec_info info;
+			char err[ERR_CAP];
+			cr_assert_eq(kiln_pngdec_probe(b.data, b.len, NULL, &info, err, sizeof err), KILN_OK, "%s", err);
+			cr_expect_eq(info.srgb, (uint32_t)cases[i].srgb, "%s", cases[i].what);
+		}
+		kiln_buf_free(&b);
+	}
+}
+
 /* ---- the fuzz target's seeds and findings ---------------------------------------------- */
 
 static unsigned replay_dir(const char *dir)
