@@ -375,7 +375,6 @@ typedef struct copy_run {
 	uint8_t *arena;
 	const uint8_t *blocks;
 	kiln_texture *tex;
-	const kiln_status *status;
 } copy_run;
 
 static void copy_base_range(void *ctx, size_t begin, size_t end)
@@ -431,7 +430,7 @@ static void collect_output(kiln_pool *pool, const batch_plan *plan, const uint8_
 			status[p->image] = KILN_ERR_NOMEM;
 	}
 	/* a level of an image that failed meanwhile keeps its storage: slot_finish frees it */
-	copy_run r = {.plan = plan, .blocks = blocks, .tex = tex, .status = status};
+	copy_run r = {.plan = plan, .blocks = blocks, .tex = tex};
 	kiln_pool_for(pool, plan->nlevels, 1, copy_out_range, &r);
 }
 

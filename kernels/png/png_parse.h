@@ -117,6 +117,13 @@ static uint64_t kiln_png_icc_read(kiln_png_icc_reader *r, uint8_t *out, uint64_t
 	return size;
 }
 
+/* Whether the 12-byte tag table entry e lies inside a profile of plen bytes. */
+static bool kiln_png_icc_tag_ok(const uint8_t *e, uint32_t plen)
+{
+	uint32_t start = kiln_png_be32(e + 4), tlen = kiln_png_be32(e + 8);
+	return start <= plen && tlen <= plen - start;
+}
+
 /* Reads size bytes through a small buffer (the window is 32 KiB: the output buffers make
  * no difference), passing each complete 12-byte tag entry to the check when tags != 0.
  * False when zlib stops before size bytes or a tag lies outside the profile. */
@@ -128,11 +135,9 @@ static bool kiln_png_icc_stream(kiln_png_icc_reader *r, uint64_t size, int finis
 		uint64_t n = size < sizeof buf ? size : sizeof buf;
 		if (kiln_png_icc_read(r, buf, n, finish) != 0)
 			return false;
-		for (uint64_t i = 0; tags && i + 12 <= n; i += 12) {
-			uint32_t start = kiln_png_be32(buf + i + 4), tlen = kiln_png_be32(buf + i + 8);
-			if (start > profile_length || tlen > profile_length - start)
+		for (uint64_t i = 0; tags && i + 12 <= n; i += 12)
+			if (!kiln_png_icc_tag_ok(buf + i, profile_length))
 				return false;
-		}
 		size -= n;
 	}
 	return true;
@@ -180,11 +185,9 @@ static int kiln_png_iccp_verdict(const uint8_t *d, uint32_t len, uint32_t color)
 	profile = malloc(plen); /* plen <= 8 MiB */
 	if (!profile || (table && kiln_png_icc_read(&r, profile + 132, table, 0) != 0))
 		goto done;
-	for (uint64_t i = 0; i < table; i += 12) {
-		uint32_t start = kiln_png_be32(profile + 132 + i + 4), tlen = kiln_png_be32(profile + 132 + i + 8);
-		if (start > plen || tlen > plen - start)
+	for (uint64_t i = 0; i < table; i += 12)
+		if (!kiln_png_icc_tag_ok(profile + 132 + i, plen))
 			goto done;
-	}
 	if (rest && kiln_png_icc_read(&r, profile + 132 + table, rest, 1) != 0)
 		goto done;
 	verdict = 1;
