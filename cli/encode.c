@@ -646,6 +646,7 @@ int cli_encode(int argc, char **argv)
 			dev.kind == KILN_DEVICE_GPU ? kiln_gpu_last_error() : "");
 		goto fail;
 	}
+	kiln_pool_set_name(pool, "kiln-cpu");
 
 	cli_progress progress;
 	cli_progress_start(&progress, a.ninputs, a.quiet || a.json);

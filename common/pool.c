@@ -1,9 +1,11 @@
 /* Thread pool: workers sleep on a condition variable, wake for a generation, take chunks
  * with an atomic counter and report completion; the caller helps with the chunks too. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -116,6 +118,21 @@ void kiln_pool_destroy(kiln_pool *pool)
 unsigned kiln_pool_threads(const kiln_pool *pool)
 {
 	return pool ? pool->nthreads + 1 : 1;
+}
+
+void kiln_thread_name(pthread_t t, const char *name, unsigned index)
+{
+	char full[16]; /* Linux keeps 15 bytes and the NUL */
+	snprintf(full, sizeof full, "%s/%u", name, index);
+	pthread_setname_np(t, full);
+}
+
+void kiln_pool_set_name(kiln_pool *pool, const char *name)
+{
+	if (!pool)
+		return;
+	for (unsigned i = 0; i < pool->nthreads; i++)
+		kiln_thread_name(pool->threads[i], name, i);
 }
 
 void kiln_pool_for(kiln_pool *pool, size_t n, size_t grain, kiln_pool_fn fn, void *ctx)

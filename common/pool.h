@@ -3,6 +3,7 @@
 #ifndef KILN_POOL_H
 #define KILN_POOL_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "error.h"
@@ -16,6 +17,9 @@ typedef void (*kiln_pool_fn)(void *ctx, size_t begin, size_t end);
 kiln_status kiln_pool_create(unsigned threads, kiln_pool **out);
 void kiln_pool_destroy(kiln_pool *pool);
 unsigned kiln_pool_threads(const kiln_pool *pool);
+/* Names the pool's threads "<name>/<i>" (cut to the 15 bytes Linux keeps), for top -H,
+ * perf and debuggers. A NULL pool is left alone. */
+void kiln_pool_set_name(kiln_pool *pool, const char *name);
 
 /* Runs fn over [0, n) in chunks of `grain` items (0 picks one) and returns when all ran.
  * A NULL pool runs everything on the calling thread. Calls from several threads are
@@ -24,5 +28,9 @@ void kiln_pool_for(kiln_pool *pool, size_t n, size_t grain, kiln_pool_fn fn, voi
 
 /* Online CPUs, at least 1. */
 unsigned kiln_cpu_count(void);
+
+/* Names thread t "<name>/<index>" as kiln_pool_set_name does (a failure only loses the
+ * name). */
+void kiln_thread_name(pthread_t t, const char *name, unsigned index);
 
 #endif

@@ -189,6 +189,7 @@ kiln_status kiln_texenc_create(const kiln_device *device, const kiln_texenc_opts
 			st = kiln_gpu_stream_create(&enc->slots[0].gpu.stream);
 		if (st == KILN_OK)
 			st = kiln_pool_create(GPU_COPY_THREADS, &enc->copy_pool);
+		kiln_pool_set_name(enc->copy_pool, "kiln-copy");
 		if (st != KILN_OK)
 			goto fail;
 	}

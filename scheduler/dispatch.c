@@ -21,6 +21,7 @@
 #include "common/buf.h"
 #include "common/curve.h"
 #include "common/log.h"
+#include "common/pool.h"
 #include "common/proto.h"
 
 #define IDENT_MAX 255        /* ZeroMQ's limit on routing ids */
@@ -615,6 +616,7 @@ kiln_status kiln_dispatch_start(kiln_dispatch *d)
 		d->resume_at = kiln_now_s() + 3.0 * d->cfg.heartbeat_ms / 1000.0;
 	if (pthread_create(&d->thread, NULL, loop, d) != 0)
 		return KILN_ERR_NOMEM;
+	kiln_thread_name(d->thread, "kiln-dispatch", 0);
 	d->started = true;
 	return KILN_OK;
 }

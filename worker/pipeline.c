@@ -940,8 +940,8 @@ static void *upload_main(void *arg)
 
 /* ---- lifecycle ---- */
 
-static kiln_status stage_start(kiln_pipeline *p, stage *s, unsigned nthreads, size_t queue_cap,
-			       void *(*fn)(void *))
+static kiln_status stage_start(kiln_pipeline *p, stage *s, const char *name, unsigned nthreads,
+			       size_t queue_cap, void *(*fn)(void *))
 {
 	kiln_status st = queue_init(&s->in, queue_cap);
 	if (st != KILN_OK)
@@ -955,6 +955,7 @@ static kiln_status stage_start(kiln_pipeline *p, stage *s, unsigned nthreads, si
 		s->threads[i].index = i;
 		if (pthread_create(&s->threads[i].tid, NULL, fn, &s->threads[i]) != 0)
 			return KILN_ERR_NOMEM;
+		kiln_thread_name(s->threads[i].tid, name, i);
 		s->started++;
 	}
 	return KILN_OK;
@@ -1029,6 +1030,7 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 		kiln_msgf(msg, msg_cap, "cannot start the CPU encoder threads");
 		goto fail;
 	}
+	kiln_pool_set_name(p->cpu_pool, "kiln-cpu");
 	if (!cfg->storage) {
 		/* Fail now on a bad storage setting, not later for every item. */
 		kiln_storage *probe = NULL;
@@ -1040,10 +1042,11 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 	unsigned decoders = cfg->decode_threads ? cfg->decode_threads : kiln_cpu_count();
 	size_t in_flight = (size_t)cfg->batch * 2 * cfg->ndevices; /* one batch encoding, one ready */
 	unsigned uploaders = cfg->upload_threads ? cfg->upload_threads : 4 * (unsigned)cfg->ndevices;
-	if ((st = stage_start(p, &p->upload, uploaders, in_flight, upload_main)) != KILN_OK ||
-	    (st = stage_start(p, &p->encode, (unsigned)cfg->ndevices, in_flight, encode_main)) != KILN_OK ||
-	    (st = stage_start(p, &p->decode, decoders, (size_t)decoders * 2, decode_main)) != KILN_OK ||
-	    (st = stage_start(p, &p->fetch, cfg->fetch_threads, 0, fetch_main)) != KILN_OK) {
+	if ((st = stage_start(p, &p->upload, "kiln-upload", uploaders, in_flight, upload_main)) != KILN_OK ||
+	    (st = stage_start(p, &p->encode, "kiln-encode", (unsigned)cfg->ndevices, in_flight, encode_main)) !=
+		    KILN_OK ||
+	    (st = stage_start(p, &p->decode, "kiln-decode", decoders, (size_t)decoders * 2, decode_main)) != KILN_OK ||
+	    (st = stage_start(p, &p->fetch, "kiln-fetch", cfg->fetch_threads, 0, fetch_main)) != KILN_OK) {
 		kiln_msgf(msg, msg_cap, "cannot start the pipeline threads");
 		goto fail;
 	}

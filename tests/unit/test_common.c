@@ -1,6 +1,8 @@
 /* Unit tests of the common layer: errors, buffers, sizes, pool, images, devices. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -106,6 +108,33 @@ Test(pool, parallel_for_covers_every_item_once)
 	struct sum_ctx serial = {0};
 	kiln_pool_for(NULL, 100, 0, add_range, &serial);
 	cr_expect_eq(atomic_load(&serial.sum), 4950u);
+}
+
+/* The pool's worker threads carry the name given and their index, as top -H and perf
+ * show them. */
+Test(pool, threads_are_named)
+{
+	kiln_pool *pool;
+	cr_assert_eq(kiln_pool_create(4, &pool), KILN_OK);
+	kiln_pool_set_name(pool, "kt-pool");
+	kiln_pool_set_name(NULL, "ignored");
+	unsigned seen = 0; /* bit i: "kt-pool/i" found */
+	DIR *d = opendir("/proc/self/task");
+	cr_assert(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		char path[300], comm[32] = "";
+		snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
+		if (!f)
+			continue;
+		unsigned i;
+		if (fgets(comm, sizeof comm, f) && sscanf(comm, "kt-pool/%u", &i) == 1 && i < 8)
+			seen |= 1u << i;
+		fclose(f);
+	}
+	closedir(d);
+	cr_expect_eq(seen, 7u, "threads kt-pool/0..2 expected, found mask %#x", seen);
+	kiln_pool_destroy(pool);
 }
 
 Test(image, limits_are_checked_before_allocation)
