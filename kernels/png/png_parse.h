@@ -513,16 +513,17 @@ static kiln_status kiln_png_parse(const uint8_t *data, size_t size, const kiln_i
 
 	/* The zlib header and trailer, when the IDATs hold them (checked again at decode). */
 	if (info->zlib_size >= 4) {
-		/* Read the last 4 bytes of the IDAT data: walk the run once more. */
+		/* Read the last 4 bytes of the IDAT data (they may span chunks): walk the run's
+		 * chunk headers once more. */
 		uint8_t tail[4];
 		uint64_t need = info->zlib_size - 4, seen = 0;
 		size_t p = (size_t)info->idat_offset;
 		int got = 0;
 		for (uint32_t c = 0; c < info->idat_chunks; c++) {
 			uint32_t l = kiln_png_be32(data + p);
-			for (uint32_t i = 0; i < l; i++, seen++)
-				if (seen >= need)
-					tail[got++] = data[p + 8 + i];
+			for (uint64_t i = seen >= need ? 0 : (need - seen < l ? need - seen : l); i < l; i++)
+				tail[got++] = data[p + 8 + i];
+			seen += l;
 			p += 12 + (size_t)l;
 		}
 		info->zlib_adler = kiln_png_be32(tail);
