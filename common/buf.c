@@ -2,9 +2,13 @@
 #include "buf.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void kiln_buf_init(kiln_buf *buf, size_t max)
 {
@@ -85,32 +89,57 @@ void kiln_buf_free(kiln_buf *buf)
 
 kiln_status kiln_buf_read_file(kiln_buf *buf, const char *path)
 {
-	kiln_status st = KILN_OK;
-	FILE *f = fopen(path, "rb");
-	if (!f)
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return kiln_status_from_errno(errno);
+	kiln_status st = KILN_OK;
+	/* A regular file's size sizes the buffer once (and a byte more, to see its end in the
+	 * same read): growing by doubling moved a worker's inputs several times each. What
+	 * has no size, or grows meanwhile, is read on in pieces. */
+	struct stat sb;
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+		size_t room = buf->max - buf->len;
+		uint64_t want = (uint64_t)sb.st_size + 1;
+		size_t need = buf->len + (want < room ? (size_t)want : room);
+		if (need > buf->cap) {
+			uint8_t *data = realloc(buf->data, need);
+			if (!data) {
+				st = KILN_ERR_NOMEM;
+				goto fail;
+			}
+			buf->data = data;
+			buf->cap = need;
+		}
+	}
 	for (;;) {
 		size_t room = buf->max - buf->len;
 		if (room == 0) {
 			/* Full to the cap: the file is too large unless it ends exactly here. */
-			if (fgetc(f) != EOF)
-				st = KILN_ERR_TOO_LARGE;
+			uint8_t more;
+			ssize_t n;
+			while ((n = read(fd, &more, 1)) < 0 && errno == EINTR)
+				;
+			st = n > 0 ? KILN_ERR_TOO_LARGE : (n < 0 ? KILN_ERR_IO : KILN_OK);
 			break;
 		}
-		if (room > 65536)
-			room = 65536;
-		st = kiln_buf_reserve(buf, room);
-		if (st != KILN_OK)
-			goto fail;
-		size_t n = fread(buf->data + buf->len, 1, room, f);
-		buf->len += n;
-		if (n < room) {
-			if (ferror(f))
-				st = KILN_ERR_IO;
+		if (buf->cap == buf->len) {
+			st = kiln_buf_reserve(buf, room < 65536 ? room : 65536);
+			if (st != KILN_OK)
+				goto fail;
+		}
+		size_t ask = buf->cap - buf->len < room ? buf->cap - buf->len : room;
+		ssize_t n = read(fd, buf->data + buf->len, ask);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			st = KILN_ERR_IO;
 			break;
 		}
+		if (n == 0)
+			break;
+		buf->len += (size_t)n;
 	}
 fail:
-	fclose(f);
+	close(fd);
 	return st;
 }

@@ -1,6 +1,7 @@
 /* Unit tests of the common layer: errors, buffers, sizes, pool, images, devices. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,6 +74,46 @@ Test(buf, read_file_respects_cap)
 	unlink(path);
 	kiln_buf_init(&b, 100);
 	cr_expect_eq(kiln_buf_read_file(&b, "/nonexistent/kiln"), KILN_ERR_NOT_FOUND);
+	cr_expect_eq(kiln_buf_read_file(&b, "/tmp"), KILN_ERR_IO, "a directory is no file");
+	kiln_buf_free(&b);
+}
+
+/* A regular file is read into one allocation of its size (and the byte that shows its
+ * end), appended after what the buffer holds; files without a size (procfs) and empty
+ * files read as they are. */
+Test(buf, read_file_sizes_once_and_appends)
+{
+	char path[] = "/tmp/kiln-buf-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	static uint8_t data[300000];
+	for (size_t i = 0; i < sizeof data; i++)
+		data[i] = (uint8_t)(i * 7 + i / 256);
+	cr_assert_eq(write(fd, data, sizeof data), (ssize_t)sizeof data);
+	close(fd);
+	kiln_buf b;
+	kiln_buf_init(&b, 1 << 20);
+	cr_assert_eq(kiln_buf_append(&b, "head", 4), KILN_OK);
+	cr_expect_eq(kiln_buf_read_file(&b, path), KILN_OK);
+	cr_expect_eq(b.len, 4 + sizeof data);
+	cr_expect_eq(memcmp(b.data, "head", 4), 0);
+	cr_expect_eq(memcmp(b.data + 4, data, sizeof data), 0);
+	cr_expect_leq(b.cap, 4 + sizeof data + 256, "one allocation of the file's size, not a doubling: cap %zu", b.cap);
+	kiln_buf_free(&b);
+
+	kiln_buf_init(&b, 1 << 20);
+	cr_expect_eq(kiln_buf_read_file(&b, "/proc/self/status"), KILN_OK);
+	cr_expect_gt(b.len, 0u, "procfs files have no size but have content");
+	kiln_buf_free(&b);
+
+	fd = open(path, O_WRONLY | O_TRUNC);
+	cr_assert(fd >= 0);
+	close(fd);
+	kiln_buf_init(&b, 100);
+	cr_expect_eq(kiln_buf_read_file(&b, path), KILN_OK);
+	cr_expect_eq(b.len, 0u);
+	kiln_buf_free(&b);
+	unlink(path);
 }
 
 struct sum_ctx {
