@@ -550,7 +550,9 @@ static kiln_status astc_encode_levels(const kiln_texenc *enc, const batch_plan *
 	return st;
 }
 
-static kiln_status run_cpu(kiln_texenc *enc, const kiln_image *images, size_t count,
+/* The CPU backend over a planned batch (pool: the encoder's, or the copy pool for a GPU
+ * batch's file that came back to the CPU). */
+static kiln_status run_cpu(kiln_texenc *enc, kiln_pool *pool, const kiln_image *images, size_t count,
 			   batch_plan *plan, kiln_texture *tex, kiln_status *status)
 {
 	kiln_status st = KILN_OK;
@@ -561,9 +563,9 @@ static kiln_status run_cpu(kiln_texenc *enc, const kiln_image *images, size_t co
 		goto fail;
 	}
 	bind_plan(plan, tex, pixels, count);
-	copy_base_levels(enc->pool, plan, images, pixels);
+	copy_base_levels(pool, plan, images, pixels);
 	if (plan->nchains) {
-		st = kiln_mip_build_cpu(plan->chains, plan->nchains, enc->pool);
+		st = kiln_mip_build_cpu(plan->chains, plan->nchains, pool);
 		if (st != KILN_OK)
 			goto fail;
 	}
@@ -571,16 +573,16 @@ static kiln_status run_cpu(kiln_texenc *enc, const kiln_image *images, size_t co
 	if ((st = level_arrays_make(plan, blocks, &la)) != KILN_OK)
 		goto fail;
 	if (is_astc(enc)) {
-		astc_backend be = {.gpu = false, .pool = enc->pool};
+		astc_backend be = {.gpu = false, .pool = pool};
 		st = astc_encode_levels(enc, plan, tex, &la, &be);
 	} else {
 		kiln_bc1_params params;
 		bc1_params_of(enc, &params);
-		st = kiln_bc1_encode_cpu(&params, la.src, la.dst, plan->nlevels, la.status, enc->pool);
+		st = kiln_bc1_encode_cpu(&params, la.src, la.dst, plan->nlevels, la.status, pool);
 	}
 	if (st == KILN_OK) {
 		merge_level_status(plan, &la, status);
-		collect_output(enc->pool, plan, blocks, tex, status);
+		collect_output(pool, plan, blocks, tex, status);
 	}
 	level_arrays_free(&la);
 fail:
@@ -667,7 +669,8 @@ static kiln_status gpu_png_decode(kiln_pool *copy_pool, batch_slot *s, const kil
 	return st;
 }
 
-/* After the stream's sync: the device's verdict on each PNG file fails its image. */
+/* After the stream's sync: the device's verdict on each PNG file fails its image (a file
+ * sent back to the CPU path too, for now: gpu_png_redo gives it its texture). */
 static kiln_status gpu_png_collect(batch_slot *s)
 {
 	png_batch *pb = &s->png;
@@ -680,6 +683,43 @@ static kiln_status gpu_png_collect(batch_slot *s)
 		if (pb->status[k] != KILN_OK && s->status[pb->image[k]] == KILN_OK)
 			s->status[pb->image[k]] = pb->status[k];
 	return st;
+}
+
+/* The texture of one PNG file on the CPU: the CPU decoder on the file's bytes, then the
+ * CPU backend of the codec over every level, into tex as submit planned it (the same
+ * options; the backends write the same bytes). Returns the image's status. */
+static kiln_status png_cpu_texture(kiln_texenc *enc, kiln_pool *pool, const uint8_t *data,
+				   const kiln_pngdec_info *info, kiln_texture *tex)
+{
+	kiln_image img;
+	kiln_status st = kiln_pngdec_decode_probed_image(data, info, NULL, &img, pool, NULL, 0);
+	if (st != KILN_OK)
+		return st;
+	batch_plan plan;
+	kiln_status img_st = KILN_OK;
+	st = plan_batch(tex, &img, &img_st, 1, &plan);
+	if (st == KILN_OK) {
+		st = run_cpu(enc, pool, &img, 1, &plan, tex, &img_st);
+		plan_free(&plan);
+	}
+	kiln_image_free(&img);
+	return st != KILN_OK ? st : img_st;
+}
+
+/* After gpu_png_collect and the GPU's output: the files the GPU decoder sent to the CPU
+ * path (KILN_ERR_UNSUPPORTED, png_dec.h: a stream whose end only libpng's rules decide)
+ * are decoded and encoded on the CPU from their bytes still in the slot's pinned staging,
+ * one after another (such files are rare), each over a pool. */
+static void gpu_png_redo(kiln_texenc *enc, batch_slot *s)
+{
+	png_batch *pb = &s->png;
+	kiln_pool *pool = enc->pool ? enc->pool : enc->copy_pool;
+	for (size_t k = 0; k < pb->count; k++) {
+		size_t i = pb->image[k];
+		if (pb->status[k] == KILN_ERR_UNSUPPORTED && s->status[i] == KILN_ERR_UNSUPPORTED)
+			s->status[i] = png_cpu_texture(enc, pool, s->gpu.h_png + pb->offset[k], &pb->files[k].info,
+						       &s->tex[i]);
+	}
 }
 
 /* Queues a planned batch on its slot's stream: staging copy into pinned memory, one H2D
@@ -757,6 +797,7 @@ static kiln_status gpu_collect(kiln_texenc *enc, batch_slot *s)
 	if (st == KILN_OK) {
 		merge_level_status(&s->plan, &s->la, s->status);
 		collect_output(enc->copy_pool, &s->plan, s->gpu.h_blocks, s->tex, s->status);
+		gpu_png_redo(enc, s);
 	}
 	return st;
 }
@@ -879,7 +920,7 @@ static kiln_status submit_batch(kiln_texenc *enc, const kiln_image *images, cons
 		if (st == KILN_ERR_CUDA)
 			gpu_poison(enc, s->error);
 	} else if (st == KILN_OK) {
-		st = run_cpu(enc, images, count, &s->plan, s->tex, s->status);
+		st = run_cpu(enc, enc->pool, images, count, &s->plan, s->tex, s->status);
 	}
 	slot_finish(s, st);
 queued:

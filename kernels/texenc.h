@@ -122,8 +122,11 @@ bool kiln_texenc_png_gpu_decodes(const kiln_pngdec_info *info);
  * travel compressed and are decoded there (kernels/png/png_dec.h) straight into the
  * batch's pixels, so decoded pixels never cross the bus and no CPU decodes them. Files the
  * GPU decoder does not take (info.gpu_ok 0: 16-bit, Adam7), and every file on the CPU
- * backend, are decoded on the host by kiln's decoder first, on the encoder's pool. A file
- * that does not decode fails its image only (its status at collect). */
+ * backend, are decoded on the host by kiln's decoder first, on the encoder's pool; a file
+ * whose zlib stream the GPU decoder leaves to the CPU path (it ends irregularly, which only
+ * libpng's rules decide: kiln_pngdec_stream_verdict) is decoded and encoded on the host at
+ * collect, with the same bytes as the GPU would give. A file that does not decode fails its
+ * image only (its status at collect). */
 kiln_status kiln_texenc_submit_png(kiln_texenc *enc, const kiln_texenc_png *files, size_t count,
 				   uint64_t *ticket);
 

@@ -26,6 +26,7 @@
 #include "kernels/gpu.h"
 #include "kernels/kiln_hd.h"
 #include "kernels/png/png_defilter.h"
+#include "kernels/png/png_inflate.h"
 
 /* Everything needed to size buffers and to decode a probed file (plain data: it may be
  * copied to the device). */
@@ -67,6 +68,32 @@ kiln_status kiln_pngdec_zlib_stream(const uint8_t *data, const kiln_pngdec_info 
  * ignores it. */
 kiln_status kiln_pngdec_inflate(const kiln_pngdec_info *info, const uint8_t *z, uint8_t *filt, char *err,
 				size_t cap);
+
+/* Where a whole zlib stream (z, zlib_size bytes with its 2-byte header; not kiSt strips)
+ * stands after kiln's inflater ran over it into the image's filtered_size bytes (rc,
+ * out_len and used as kiln_inflate_raw with strip 0 gives them, which the GPU's inflaters
+ * reproduce; adler: the Adler-32 of the output, read only when that is the whole image):
+ * - KILN_ERR_TRUNCATED or KILN_ERR_CORRUPT: the image is not all there (the stream ends,
+ *   or its data is bad, before the last byte), which libpng refuses as well;
+ * - KILN_OK: the clean stream that kiln_pngdec_inflate settles without zlib: a 32 KiB
+ *   window (CINFO 7), a final block that ends with the image's last byte, its Adler-32
+ *   after it and matching;
+ * - KILN_ERR_UNSUPPORTED: the whole image came out but the stream ends otherwise (no
+ *   final block, data past the image, no or a wrong Adler-32, a smaller window): only the
+ *   replay of libpng's reads in kiln_pngdec_inflate, on the CPU, decides such a stream.
+ * One rule for both backends: the GPU decoder sends the last kind to the CPU path. */
+KILN_HD kiln_status kiln_pngdec_stream_verdict(int rc, uint64_t out_len, uint64_t used, uint32_t adler,
+					       const uint8_t *z, uint64_t zlib_size, uint64_t filtered_size)
+{
+	if (out_len < filtered_size)
+		return rc == KILN_INFL_OK || rc == KILN_INFL_OUTPUT_FULL || rc == KILN_INFL_ERR_TRUNCATED
+			       ? KILN_ERR_TRUNCATED
+			       : KILN_ERR_CORRUPT;
+	if (rc == KILN_INFL_OK && (z[0] >> 4) == 7 && zlib_size - 2 - used >= 4 &&
+	    kiln_png_be32(z + 2 + used) == adler)
+		return KILN_OK;
+	return KILN_ERR_UNSUPPORTED;
+}
 
 /* Decodes into rgba (height rows of stride >= 4 * width bytes, caller-owned). Probes first
  * (info may be NULL; when given it receives the probe's result). Uses the kiSt strips on
@@ -110,16 +137,22 @@ size_t kiln_pngdec_temp_size(const kiln_pngdec_gpu_file *files, size_t count);
 /* Decodes count files on the current GPU, on `stream` (a few kernels in sequence), and
  * returns once the work is queued. files and status are host arrays. Files whose info says
  * !gpu_ok get KILN_ERR_UNSUPPORTED at once (decode them with the CPU path); what the
- * device finds (bad deflate data, Adler-32) comes from kiln_pngdec_gpu_status after the
- * stream is synchronised. Never allocates; one bad file never fails the batch. */
+ * device finds (bad deflate data, a stream only the CPU path decides) comes from
+ * kiln_pngdec_gpu_status after the stream is synchronised. Never allocates; one bad file never fails the batch. */
 kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files, size_t count,
 				   kiln_status *status, void *d_temp, size_t temp_size,
 				   kiln_stream stream);
 
 /* After the stream of a kiln_pngdec_decode_gpu call has been synchronised: the per-file
- * results of the device work (KILN_OK, KILN_ERR_CORRUPT for bad deflate data or Adler-32,
- * KILN_ERR_TRUNCATED) merged into status[] (entries already failed stay as they are).
- * files/count/d_temp/temp_size must be those of the call. */
+ * results of the device work merged into status[] (entries already failed stay as they
+ * are): KILN_OK (the pixels are in the file's rgba), KILN_ERR_CORRUPT (bad deflate data,
+ * zlib header or filter type) or KILN_ERR_TRUNCATED (the image is not all there), or
+ * KILN_ERR_UNSUPPORTED, as for a file refused at once: decode the file with the CPU path
+ * (kiln_pngdec_decode_probed_image), whose verdict and pixels stand. The device settles
+ * only the streams kiln_pngdec_stream_verdict calls clean (and valid kiSt strips with a
+ * 32 KiB window, as the CPU path): a stream that gives the whole image but ends otherwise
+ * is decided as libpng decides it, which only the CPU path replays; its rgba is left
+ * unwritten. files/count/d_temp/temp_size must be those of the call. */
 kiln_status kiln_pngdec_gpu_status(const kiln_pngdec_gpu_file *files, size_t count,
 				   kiln_status *status, void *d_temp, size_t temp_size);
 

@@ -313,27 +313,24 @@ kiln_status kiln_pngdec_inflate(const kiln_pngdec_info *info, const uint8_t *z, 
 	int rc = kiln_inflate_raw(t, z + 2, zlen - 2, filt, (size_t)info->filtered_size, &out_len, &used,
 				  0, &final);
 	free(t);
-	if (out_len < info->filtered_size) {
-		/* an error or the end of the data before the image's end: zlib's too */
-		if (rc != KILN_INFL_OK && rc != KILN_INFL_OUTPUT_FULL)
-			return infl_status(rc, err, cap);
-		kiln_msgf(err, cap, "IDAT: not enough image data (%zu of %llu bytes)", out_len,
-			  (unsigned long long)info->filtered_size);
-		return KILN_ERR_TRUNCATED;
+	uint32_t adler = (uint32_t)adler32(0L, Z_NULL, 0);
+	for (size_t done = 0, total = (size_t)info->filtered_size; out_len >= total && done < total;) {
+		size_t n = total - done > (1u << 30) ? (1u << 30) : total - done;
+		adler = (uint32_t)adler32(adler, filt + done, (uInt)n);
+		done += n;
 	}
-	bool clean = rc == KILN_INFL_OK && (z[0] >> 4) == 7 && zlen - 2 - used >= 4;
-	if (clean) {
-		uint32_t want = kiln_png_be32(z + 2 + used);
-		uint32_t got = (uint32_t)adler32(0L, Z_NULL, 0);
-		size_t done = 0, total = (size_t)info->filtered_size;
-		while (done < total) {
-			size_t n = total - done > (1u << 30) ? (1u << 30) : total - done;
-			got = (uint32_t)adler32(got, filt + done, (uInt)n);
-			done += n;
-		}
-		clean = got == want;
-	}
-	return clean ? KILN_OK : libpng_replay(info, z, filt, err, cap);
+	/* the rule the GPU decoder follows too (png_dec.h) */
+	kiln_status v = kiln_pngdec_stream_verdict(rc, out_len, used, adler, z, zlen, info->filtered_size);
+	if (v == KILN_OK)
+		return KILN_OK;
+	if (v == KILN_ERR_UNSUPPORTED)
+		return libpng_replay(info, z, filt, err, cap);
+	/* an error or the end of the data before the image's end: zlib's too */
+	if (rc != KILN_INFL_OK && rc != KILN_INFL_OUTPUT_FULL)
+		return infl_status(rc, err, cap);
+	kiln_msgf(err, cap, "IDAT: not enough image data (%zu of %llu bytes)", out_len,
+		  (unsigned long long)info->filtered_size);
+	return KILN_ERR_TRUNCATED;
 }
 
 struct strip_job {

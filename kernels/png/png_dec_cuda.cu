@@ -59,7 +59,9 @@ extern "C" {
 #define TIN_BYTES 512  // staged filtered bytes per row of a band (a power of 2 >= 3 tiles + 8)
 #define TIN_PITCH 516  // a row's stride in the stage (129 words: rows start on different banks)
 
-enum { ST_OK = 0, ST_CORRUPT = 1, ST_TRUNCATED = 2, ST_FILTER = 3, ST_HEADER = 4 };
+// ST_CPU: the image came out whole but the stream does not end cleanly
+// (kiln_pngdec_stream_verdict): the CPU path decides it, as libpng would.
+enum { ST_OK = 0, ST_CORRUPT = 1, ST_TRUNCATED = 2, ST_FILTER = 3, ST_HEADER = 4, ST_CPU = 5 };
 
 struct pd_file {
 	const uint8_t *data;
@@ -1544,9 +1546,17 @@ __global__ void __launch_bounds__(1024) pd_par_resolve(const pd_file *files, con
 	}
 }
 
-__device__ static uint32_t infl_to_status(uint32_t rc)
+// A whole stream's verdict (kiln_pngdec_stream_verdict, the rule the CPU path follows) as
+// a device status.
+__device__ static uint32_t stream_status(const pd_file *f, uint32_t rc, uint64_t out_len, uint64_t used,
+					 uint32_t adler)
 {
-	return rc == KILN_INFL_ERR_TRUNCATED ? ST_TRUNCATED : ST_CORRUPT;
+	kiln_status v = kiln_pngdec_stream_verdict((int)rc, out_len, used, adler, f->zlib, f->zlib_size,
+						   f->filtered_size);
+	return v == KILN_OK		     ? ST_OK
+	       : v == KILN_ERR_TRUNCATED   ? ST_TRUNCATED
+	       : v == KILN_ERR_UNSUPPORTED ? ST_CPU
+					   : ST_CORRUPT;
 }
 
 // 3: one warp per file: verdict on the strips, serial fallback when they lied.
@@ -1564,24 +1574,9 @@ pd_finish(const pd_file *files, uint32_t count, uint32_t *status, infl_slots sl,
 	int lane = threadIdx.x & 31;
 	size_t rowlen = (size_t)f->rowbytes + 1;
 	if (f->strips == 1 && f->strip_res[0] != KILN_INFL_GAVE_UP) {
-		uint32_t *res = f->strip_res;
-		uint32_t rc = res[0];
-		uint32_t st = ST_OK;
-		if (rc == KILN_INFL_ERR_DATA + 100)
-			st = ST_HEADER;
-		else if (rc == KILN_INFL_OUTPUT_FULL)
-			st = ST_OK;
-		else if (rc != KILN_INFL_OK)
-			st = infl_to_status(rc);
-		else if (res[2] < f->filtered_size)
-			st = ST_TRUNCATED;
-		else {
-			uint64_t used = res[3];
-			if (f->zlib_size - 2 - used < 4)
-				st = ST_TRUNCATED;
-			else if (kiln_png_be32(f->zlib + 2 + used) != res[1])
-				st = ST_CORRUPT;
-		}
+		const uint32_t *res = f->strip_res;
+		uint32_t st = res[0] == KILN_INFL_ERR_DATA + 100 ? ST_HEADER
+								  : stream_status(f, res[0], res[2], res[3], res[1]);
 		if (lane == 0)
 			status[fi] = st;
 		return;
@@ -1595,7 +1590,9 @@ pd_finish(const pd_file *files, uint32_t count, uint32_t *status, infl_slots sl,
 		strip_rows(f, s, &r0, &r1);
 		total = kiln_adler32_combine(total, res[1], (uint64_t)(r1 - r0) * rowlen);
 	}
-	if (ok && total == f->zlib_adler)
+	// The CPU path takes the strips only with a 32 KiB window (kiln_pngdec_inflate says
+	// why): with another, the whole stream's verdict sends the file there.
+	if (ok && total == f->zlib_adler && (f->zlib[0] >> 4) == 7)
 		return;
 	// The strips do not decode as the kiSt chunk says, or the parallel inflate of a file
 	// without strips gave up (png_inflate_par.h, KILN_INFL_ROAM): the whole stream, serially.
@@ -1605,18 +1602,7 @@ pd_finish(const pd_file *files, uint32_t count, uint32_t *status, infl_slots sl,
 	} else {
 		warp_inflate_slot(&ws[wid], sl, f->zlib + 2, (size_t)f->zlib_size - 2, f->filt,
 				  (size_t)f->filtered_size, 0, flags);
-		uint32_t rc = ws[wid].rc;
-		if (rc == KILN_INFL_OUTPUT_FULL) {
-			st = ST_OK;
-		} else if (rc != KILN_INFL_OK) {
-			st = infl_to_status(rc);
-		} else if (ws[wid].out_len < f->filtered_size || f->zlib_size - 2 - ws[wid].used < 4) {
-			st = ST_TRUNCATED;
-		} else {
-			uint32_t adler = ws[wid].adler;
-			if (kiln_png_be32(f->zlib + 2 + ws[wid].used) != adler)
-				st = ST_CORRUPT;
-		}
+		st = stream_status(f, ws[wid].rc, ws[wid].out_len, ws[wid].used, ws[wid].adler);
 	}
 	if (lane == 0)
 		status[fi] = st;
@@ -2071,6 +2057,9 @@ extern "C" kiln_status kiln_pngdec_gpu_status(const kiln_pngdec_gpu_file *files,
 				break;
 			case ST_TRUNCATED:
 				status[i0 + j] = KILN_ERR_TRUNCATED;
+				break;
+			case ST_CPU:
+				status[i0 + j] = KILN_ERR_UNSUPPORTED; // decode it with the CPU path
 				break;
 			default:
 				status[i0 + j] = KILN_ERR_CORRUPT;

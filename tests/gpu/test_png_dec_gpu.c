@@ -1,8 +1,11 @@
 /* GPU tests of kiln's PNG decoder (kernels/png/png_dec.h): kiln_pngdec_decode_gpu against
  * the CPU path and libpng (kiln_png_decode), pixel for pixel, on Kodak, the 8-bit
  * non-interlaced PngSuite files and kiSt files built here (zlib, Z_FULL_FLUSH at strip
- * boundaries), at batch sizes 1, 7 and 32; damaged files in a batch fail alone. */
+ * boundaries), at batch sizes 1, 7 and 32; damaged files in a batch fail alone; streams
+ * that end irregularly get the CPU decoder's verdict (the device sends them to the CPU
+ * path). */
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -19,14 +22,18 @@
 /* every append of the hand-built files checked */
 #define PNG_TEST_CHECK(expr) cr_assert_eq((expr), KILN_OK)
 #include "tests/png_testutil.h"
+#include "tests/png_stream_end.h"
 
-/* Decodes files[0, n) on the GPU in one batch; expect[i]: 1 must decode (and match the
- * CPU path and libpng), 0 must fail on the device (status not OK). */
-static void gpu_batch(kiln_buf *const *files, size_t n, const int *expect, const char *what)
+/* files[0, n) through the GPU decoder in one batch as its callers use it: a file the
+ * device sends to the CPU path (KILN_ERR_UNSUPPORTED, png_dec.h) is decoded there. st[i]:
+ * the final status; rgba[i]: the pixels (rows of 4 * width bytes; free() them) when OK;
+ * to_cpu[i]: the CPU path decided. */
+static void gpu_decode(kiln_buf *const *files, size_t n, kiln_status *st, uint8_t **rgba, bool *to_cpu,
+		       const char *what)
 {
 	kiln_pngdec_gpu_file *gf = calloc(n, sizeof *gf);
-	kiln_status *st = calloc(n, sizeof *st);
 	uint8_t **d_data = calloc(n, sizeof *d_data), **d_rgba = calloc(n, sizeof *d_rgba);
+	cr_assert(gf && d_data && d_rgba);
 	char err[256];
 	for (size_t i = 0; i < n; i++) {
 		cr_assert_eq(kiln_pngdec_probe(files[i]->data, files[i]->len, NULL, &gf[i].info, err, sizeof err),
@@ -47,14 +54,68 @@ static void gpu_batch(kiln_buf *const *files, size_t n, const int *expect, const
 	cr_assert_eq(kiln_gpu_stream_sync(NULL), KILN_OK, "%s: %s", what, kiln_gpu_last_error());
 	cr_assert_eq(kiln_pngdec_gpu_status(gf, n, st, d_temp, temp), KILN_OK);
 	for (size_t i = 0; i < n; i++) {
+		size_t bytes = (size_t)gf[i].info.width * 4 * gf[i].info.height;
+		rgba[i] = NULL;
+		to_cpu[i] = st[i] == KILN_ERR_UNSUPPORTED;
+		if (to_cpu[i]) {
+			kiln_image img;
+			st[i] = kiln_pngdec_decode_probed_image(files[i]->data, &gf[i].info, NULL, &img, NULL, err,
+								sizeof err);
+			if (st[i] == KILN_OK) {
+				rgba[i] = malloc(bytes);
+				cr_assert(rgba[i]);
+				for (uint32_t y = 0; y < img.height; y++)
+					memcpy(rgba[i] + (size_t)y * 4 * img.width, kiln_image_row(&img, y),
+					       (size_t)4 * img.width);
+				kiln_image_free(&img);
+			}
+		} else if (st[i] == KILN_OK) {
+			rgba[i] = malloc(bytes);
+			cr_assert(rgba[i]);
+			cr_assert_eq(kiln_gpu_d2h(rgba[i], d_rgba[i], bytes, NULL), KILN_OK);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		kiln_gpu_free(d_data[i]);
+		kiln_gpu_free(d_rgba[i]);
+	}
+	kiln_gpu_free(d_temp);
+	free(gf);
+	free(d_data);
+	free(d_rgba);
+}
+
+/* The window (CINFO) of a file's zlib stream. */
+static unsigned stream_cinfo(const kiln_buf *f)
+{
+	kiln_pngdec_info info;
+	cr_assert_eq(kiln_pngdec_probe(f->data, f->len, NULL, &info, NULL, 0), KILN_OK);
+	return f->data[info.idat_offset + 8] >> 4;
+}
+
+/* Decodes files[0, n) on the GPU in one batch; expect[i]: 1 must decode (and match the
+ * CPU path and libpng), 0 must fail (status not OK). These files end their streams
+ * cleanly: the device may send one to the CPU path only for its window (CINFO below 7). */
+static void gpu_batch(kiln_buf *const *files, size_t n, const int *expect, const char *what)
+{
+	kiln_status *st = calloc(n, sizeof *st);
+	uint8_t **got = calloc(n, sizeof *got);
+	bool *to_cpu = calloc(n, sizeof *to_cpu);
+	cr_assert(st && got && to_cpu);
+	char err[256];
+	gpu_decode(files, n, st, got, to_cpu, what);
+	for (size_t i = 0; i < n; i++) {
+		if (to_cpu[i])
+			cr_assert_neq(stream_cinfo(files[i]), 7, "%s file %zu: sent to the CPU path", what, i);
 		if (!expect[i]) {
-			cr_expect_neq(st[i], KILN_OK, "%s file %zu: a damaged file decoded on the GPU", what, i);
+			cr_expect_neq(st[i], KILN_OK, "%s file %zu: a damaged file decoded", what, i);
 			continue;
 		}
 		cr_assert_eq(st[i], KILN_OK, "%s file %zu: %s", what, i, kiln_strerror(st[i]));
-		uint32_t w = gf[i].info.width, h = gf[i].info.height;
-		uint8_t *gpu = malloc((size_t)w * 4 * h), *cpu = malloc((size_t)w * 4 * h);
-		cr_assert_eq(kiln_gpu_d2h(gpu, d_rgba[i], (size_t)w * 4 * h, NULL), KILN_OK);
+		kiln_pngdec_info info;
+		cr_assert_eq(kiln_pngdec_probe(files[i]->data, files[i]->len, NULL, &info, NULL, 0), KILN_OK);
+		uint32_t w = info.width, h = info.height;
+		uint8_t *gpu = got[i], *cpu = malloc((size_t)w * 4 * h);
 		cr_assert_eq(kiln_pngdec_decode_cpu(files[i]->data, files[i]->len, NULL, cpu, (size_t)w * 4, NULL,
 						    err, sizeof err), KILN_OK, "%s", err);
 		kiln_image ref;
@@ -66,18 +127,13 @@ static void gpu_batch(kiln_buf *const *files, size_t n, const int *expect, const
 				  "%s file %zu: GPU row %u differs from libpng's", what, i, y);
 		}
 		kiln_image_free(&ref);
-		free(gpu);
 		free(cpu);
 	}
-	for (size_t i = 0; i < n; i++) {
-		kiln_gpu_free(d_data[i]);
-		kiln_gpu_free(d_rgba[i]);
-	}
-	kiln_gpu_free(d_temp);
-	free(gf);
+	for (size_t i = 0; i < n; i++)
+		free(got[i]);
+	free(got);
 	free(st);
-	free(d_data);
-	free(d_rgba);
+	free(to_cpu);
 }
 
 static kiln_buf kodak[24];
@@ -375,4 +431,133 @@ Test(png_dec_gpu, every_colour_type_and_filter_across_bands)
 		gpu_batch(files + i, 1, expect + i, "colour types and filters, alone");
 	for (size_t i = 0; i < n; i++)
 		kiln_buf_free(&bufs[i]);
+}
+
+/* A copy of f whose zlib header declares window cinfo (FCHECK and the IDAT's CRC redone). */
+static kiln_buf with_cinfo(const kiln_buf *f, unsigned cinfo)
+{
+	kiln_pngdec_info info;
+	cr_assert_eq(kiln_pngdec_probe(f->data, f->len, NULL, &info, NULL, 0), KILN_OK);
+	kiln_buf b;
+	kiln_buf_init(&b, (size_t)64 << 20);
+	PNG_TEST_CHECK(kiln_buf_append(&b, f->data, f->len));
+	size_t p = (size_t)info.idat_offset;
+	uint32_t len = png_test_be32(b.data + p);
+	uint8_t *z = b.data + p + 8;
+	z[0] = (uint8_t)(cinfo << 4 | 8);
+	z[1] = (uint8_t)(z[1] & 0xE0u);
+	z[1] = (uint8_t)(z[1] + (31 - ((unsigned)z[0] * 256 + z[1]) % 31) % 31);
+	png_test_put_be32(b.data + p + 8 + len, (uint32_t)crc32(0, b.data + p + 4, len + 4));
+	return b;
+}
+
+/* Streams that end irregularly (tests/png_stream_end.h: no or a bad Adler-32, no final
+ * block, data past the image, a small window; whole and cut short; in IDAT chunks of
+ * several sizes), with kiSt files whose header declares a 16 KiB window, through the GPU
+ * decoder as its callers use it (files it sends to the CPU path decoded there), in batches
+ * of up to 64: every verdict and every decoded pixel is the CPU decoder's. The device
+ * settles the clean streams itself, and the CPU path gets both kinds of verdict. */
+Test(png_dec_gpu, irregular_stream_ends)
+{
+	gpu_test_require_device0("png_dec_gpu");
+	/* the shared images (the 16-bit and the Adam7 one go to the CPU path at once) and a
+	 * larger one: a stream of many pieces for the parallel inflate */
+	png_end_image images[PNG_END_IMAGES + 1];
+	memcpy(images, png_end_images, sizeof png_end_images);
+	images[PNG_END_IMAGES] = (png_end_image){300, 200, 8, 6, 4, 0, 1};
+	enum { MAX = 1200 };
+	kiln_buf *bufs = calloc(MAX, sizeof *bufs);
+	int *how_of = calloc(MAX, sizeof *how_of), *cut_of = calloc(MAX, sizeof *cut_of);
+	bool *gpu_ok = calloc(MAX, sizeof *gpu_ok);
+	cr_assert(bufs && how_of && cut_of && gpu_ok);
+	size_t n = 0;
+	uint32_t rng = 4242;
+	for (size_t im = 0; im < PNG_END_IMAGES + 1; im++) {
+		size_t flen;
+		uint8_t *filt = png_end_filtered(&images[im], &rng, &flen);
+		cr_assert_not_null(filt);
+		for (int how = 0; how < END_COUNT; how++) {
+			size_t zlen;
+			uint8_t *z = png_end_stream(filt, flen, how, &zlen);
+			cr_assert_not_null(z);
+			for (int cut = 0; cut < 2; cut++)
+				for (size_t sp = 0; sp < PNG_END_SPLITS; sp++) {
+					if (png_end_splits[sp] == 1 && zlen > 4000)
+						continue;
+					cr_assert_lt(n, MAX);
+					png_end_file(&images[im], z, cut ? zlen * 2 / 3 : zlen, sp, (sp + how) % PNG_END_AFTERS,
+						     &bufs[n]);
+					how_of[n] = how;
+					cut_of[n] = cut;
+					gpu_ok[n] = images[im].depth == 8 && !images[im].interlace;
+					n++;
+				}
+			free(z);
+		}
+		free(filt);
+	}
+	/* kiSt strips with a smaller window declared: the CPU path does not take the strips */
+	load_kodak();
+	make_kodak_kist();
+	for (int k = 0; k < 3; k++) {
+		cr_assert_lt(n, MAX);
+		bufs[n] = with_cinfo(&kodak_kist[k], 6);
+		kiln_pngdec_info info;
+		cr_assert_eq(kiln_pngdec_probe(bufs[n].data, bufs[n].len, NULL, &info, NULL, 0), KILN_OK);
+		cr_assert_gt(info.strips, 1, "the kiSt chunk still holds");
+		how_of[n] = END_SMALL_WINDOW;
+		gpu_ok[n] = true;
+		n++;
+	}
+	for (int i = 0; i < 24; i++) {
+		kiln_buf_free(&kodak[i]);
+		kiln_buf_free(&kodak_kist[i]);
+	}
+	unsigned gpu_accepted = 0, gpu_refused = 0, cpu_accepted = 0, cpu_refused = 0;
+	char err[256];
+	for (size_t first = 0; first < n; first += 64) {
+		size_t m = n - first < 64 ? n - first : 64;
+		kiln_buf *files[64];
+		kiln_status st[64];
+		uint8_t *got[64];
+		bool to_cpu[64];
+		for (size_t i = 0; i < m; i++)
+			files[i] = &bufs[first + i];
+		gpu_decode(files, m, st, got, to_cpu, "irregular ends");
+		for (size_t i = 0; i < m; i++) {
+			size_t f = first + i;
+			kiln_image ref;
+			kiln_status cst = kiln_pngdec_decode_image(bufs[f].data, bufs[f].len, NULL, &ref, NULL, err, sizeof err);
+			cr_assert_eq(st[i], cst, "file %zu (end %d, cut %d): %s (%s) where the CPU path gives %s", f,
+				     how_of[f], cut_of[f], kiln_strerror(st[i]), to_cpu[i] ? "CPU path" : "GPU",
+				     kiln_strerror(cst));
+			if (gpu_ok[f] && !cut_of[f] && (how_of[f] == END_COMPLETE || how_of[f] == END_TRAILING))
+				cr_assert(!to_cpu[i], "file %zu: a clean stream sent to the CPU path", f);
+			if (st[i] == KILN_OK) {
+				for (uint32_t y = 0; y < ref.height; y++)
+					cr_assert(memcmp(got[i] + (size_t)y * 4 * ref.width, kiln_image_row(&ref, y),
+							 (size_t)4 * ref.width) == 0,
+						  "file %zu (end %d): row %u differs from the CPU decoder's", f, how_of[f], y);
+				kiln_image_free(&ref);
+			}
+			if (gpu_ok[f] && !to_cpu[i]) {
+				gpu_accepted += st[i] == KILN_OK;
+				gpu_refused += st[i] != KILN_OK;
+			} else if (gpu_ok[f]) {
+				cpu_accepted += st[i] == KILN_OK;
+				cpu_refused += st[i] != KILN_OK;
+			}
+			free(got[i]);
+		}
+	}
+	cr_expect_gt(gpu_accepted, 10);
+	cr_expect_gt(gpu_refused, 10);
+	cr_expect_gt(cpu_accepted, 0);
+	cr_expect_gt(cpu_refused, 0);
+	for (size_t i = 0; i < n; i++)
+		kiln_buf_free(&bufs[i]);
+	free(bufs);
+	free(how_of);
+	free(cut_of);
+	free(gpu_ok);
 }

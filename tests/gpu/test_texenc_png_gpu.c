@@ -2,7 +2,9 @@
  * textures are byte-identical with decoding on the host (libpng) and encoding on the CPU,
  * for Kodak and PngSuite files (palette, gray, alpha, 16-bit and interlaced ones take the
  * host path inside the same batch), in batches of 1, 7 and 32; a file whose deflate
- * stream is broken fails alone. Run by make test-gpu. */
+ * stream is broken fails alone; files whose stream ends irregularly (which the GPU decoder
+ * sends back to the CPU path) get the CPU backend's statuses and textures. Run by make
+ * test-gpu. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,8 @@
 #include "tests/gpu/gpu_testutil.h"
 #include "tests/pngsuite.h"
 #include "tests/png_breaker.h"
+#include "tests/png_testutil.h"
+#include "tests/png_stream_end.h"
 
 #define MAX_FILES 96
 
@@ -119,3 +123,110 @@ Test(texenc_png_gpu, bc1_batches_of_32, .timeout = 600) { run(KILN_TEXFMT_BC1_RG
 Test(texenc_png_gpu, bc1_batches_of_7, .timeout = 600) { run(KILN_TEXFMT_BC1_RGB, 7); }
 Test(texenc_png_gpu, bc1_batches_of_1, .timeout = 600) { run(KILN_TEXFMT_BC1_RGB, 1); }
 Test(texenc_png_gpu, astc_batches_of_32, .timeout = 600) { run(KILN_TEXFMT_ASTC, 32); }
+
+/* Every file of set through texenc on enc, in batches of `batch` with two in flight
+ * (the second submitted before the first is collected): statuses and textures. */
+static void texenc_all(kiln_texenc *enc, const kiln_texenc_png *set, size_t n, size_t batch, kiln_status *st,
+		       kiln_texture *tex)
+{
+	for (size_t first = 0; first < n; first += 2 * batch) {
+		uint64_t t[2] = {0, 0};
+		size_t at[2], cnt[2];
+		for (int k = 0; k < 2; k++) {
+			at[k] = first + (size_t)k * batch;
+			cnt[k] = at[k] < n ? (n - at[k] < batch ? n - at[k] : batch) : 0;
+			if (cnt[k])
+				cr_assert_eq(kiln_texenc_submit_png(enc, set + at[k], cnt[k], &t[k]), KILN_OK);
+		}
+		for (int k = 0; k < 2; k++)
+			if (cnt[k])
+				cr_assert_eq(kiln_texenc_collect(enc, t[k], tex + at[k], st + at[k]), KILN_OK, "%s",
+					     kiln_texenc_last_error(enc));
+	}
+}
+
+/* Files whose zlib stream ends in every irregular way (tests/png_stream_end.h), whole and
+ * cut short, mixed with Kodak files in batches of 40, two batches in flight: the GPU
+ * encoder's statuses and textures (BC1 and ASTC, with mipmaps) are the CPU backend's. The
+ * 8-bit files the device does not settle are decoded and encoded on the CPU at collect. */
+static void irregular(kiln_texfmt format)
+{
+	gpu_test_require("texenc_png_gpu");
+	png_end_image images[PNG_END_IMAGES + 1];
+	memcpy(images, png_end_images, sizeof png_end_images);
+	images[PNG_END_IMAGES] = (png_end_image){300, 200, 8, 6, 4, 0, 1};
+	enum { MAX = 256 };
+	static kiln_buf bufs[MAX];
+	static kiln_texenc_png set[MAX];
+	static kiln_status gst[MAX], cst[MAX];
+	static kiln_texture gtex[MAX], ctex[MAX];
+	size_t n = 0, kodak = 0;
+	uint32_t rng = 99;
+	for (size_t im = 0; im < PNG_END_IMAGES + 1; im++) {
+		size_t flen;
+		uint8_t *filt = png_end_filtered(&images[im], &rng, &flen);
+		cr_assert_not_null(filt);
+		for (int how = 0; how < END_COUNT; how++) {
+			size_t zlen;
+			uint8_t *z = png_end_stream(filt, flen, how, &zlen);
+			cr_assert_not_null(z);
+			for (int cut = 0; cut < 2; cut++)
+				for (size_t sp = 0; sp < PNG_END_SPLITS; sp += 3) {
+					cr_assert_lt(n, MAX);
+					png_end_file(&images[im], z, cut ? zlen * 2 / 3 : zlen, sp, (size_t)how % PNG_END_AFTERS,
+						     &bufs[n++]);
+					if (n % 8 == 0 && kodak < 24) { /* a regular file every few */
+						char path[512], name[32];
+						snprintf(name, sizeof name, "kodim%02zu.png", ++kodak);
+						bufs[n++] = gpu_test_load(test_data_path(path, sizeof path, "kodak", name));
+					}
+				}
+			free(z);
+		}
+		free(filt);
+	}
+	for (size_t i = 0; i < n; i++) {
+		set[i] = (kiln_texenc_png){.data = bufs[i].data, .size = bufs[i].len};
+		cr_assert_eq(kiln_pngdec_probe(bufs[i].data, bufs[i].len, NULL, &set[i].info, NULL, 0), KILN_OK);
+	}
+	kiln_texenc_opts opts;
+	kiln_texenc_opts_default(&opts);
+	opts.format = format;
+	opts.quality = KILN_QUALITY_FAST;
+	opts.mipmaps = true;
+	kiln_device gpu = {KILN_DEVICE_GPU, 0}, cpu = {KILN_DEVICE_CPU, 0};
+	kiln_pool *pool;
+	cr_assert_eq(kiln_pool_create(0, &pool), KILN_OK);
+	kiln_texenc *genc, *cenc;
+	cr_assert_eq(kiln_texenc_create(&gpu, &opts, NULL, &genc), KILN_OK, "%s", kiln_gpu_last_error());
+	cr_assert_eq(kiln_texenc_create(&cpu, &opts, pool, &cenc), KILN_OK);
+	texenc_all(genc, set, n, 40, gst, gtex);
+	texenc_all(cenc, set, n, 40, cst, ctex);
+	size_t ok = 0, refused = 0;
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(gst[i], cst[i], "file %zu (%ux%u): GPU %s, CPU %s", i, set[i].info.width, set[i].info.height,
+			     kiln_strerror(gst[i]), kiln_strerror(cst[i]));
+		if (cst[i] != KILN_OK) {
+			refused++;
+			continue;
+		}
+		ok++;
+		cr_assert_eq(gtex[i].num_levels, ctex[i].num_levels, "file %zu", i);
+		for (uint32_t l = 0; l < gtex[i].num_levels; l++)
+			cr_assert(gtex[i].levels[l].size == ctex[i].levels[l].size &&
+					  memcmp(gtex[i].levels[l].data, ctex[i].levels[l].data, gtex[i].levels[l].size) == 0,
+				  "file %zu level %u differs", i, l);
+		kiln_texture_free_levels(&gtex[i]);
+		kiln_texture_free_levels(&ctex[i]);
+	}
+	cr_expect_gt(ok, 40);
+	cr_expect_gt(refused, 20);
+	kiln_texenc_destroy(genc);
+	kiln_texenc_destroy(cenc);
+	kiln_pool_destroy(pool);
+	for (size_t i = 0; i < n; i++)
+		kiln_buf_free(&bufs[i]);
+}
+
+Test(texenc_png_gpu, irregular_streams_bc1, .timeout = 300) { irregular(KILN_TEXFMT_BC1_RGB); }
+Test(texenc_png_gpu, irregular_streams_astc, .timeout = 300) { irregular(KILN_TEXFMT_ASTC); }

@@ -23,6 +23,7 @@
 /* every append of the hand-built files checked */
 #define PNG_TEST_CHECK(expr) cr_assert_eq((expr), KILN_OK)
 #include "tests/png_testutil.h"
+#include "tests/png_stream_end.h"
 
 #define ERR_CAP 256
 
@@ -464,139 +465,32 @@ Test(png_dec, kist_lies)
 
 /* ---- where the image data ends: libpng's reads (png_dec_cpu.c, libpng_replay) --------- */
 
-enum {
-	END_COMPLETE,      /* final block, Adler-32 */
-	END_NO_ADLER,      /* final block, no trailer */
-	END_HALF_ADLER,    /* final block, 2 bytes of the trailer */
-	END_BAD_ADLER,     /* final block, a wrong trailer */
-	END_SYNC,          /* all the rows, then a sync flush: no final block, no trailer */
-	END_SYNC_GARBAGE,  /* the same followed by an invalid block type */
-	END_EXTRA,         /* more data than the image, then a proper end */
-	END_EXTRA_SYNC,    /* more data than the image and no end */
-	END_EXTRA_BAD,     /* more data than the image, then an invalid block type */
-	END_TRAILING,      /* a proper end followed by stray bytes */
-	END_COUNT
-};
-
-/* A zlib stream of filt[0, flen) ending as `how` says (*len: its size; free() it). */
-static uint8_t *ending_stream(const uint8_t *filt, size_t flen, int how, size_t *len)
-{
-	static uint8_t more[3000];
-	memset(more, 'q', sizeof more);
-	z_stream z;
-	memset(&z, 0, sizeof z);
-	cr_assert_eq(deflateInit2(&z, 9, Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY), Z_OK);
-	size_t cap = deflateBound(&z, flen + sizeof more) + 64;
-	uint8_t *buf = malloc(cap);
-	z.next_out = buf;
-	z.avail_out = (uInt)cap;
-	z.next_in = (Bytef *)filt;
-	z.avail_in = (uInt)flen;
-	bool extra = how == END_EXTRA || how == END_EXTRA_SYNC || how == END_EXTRA_BAD;
-	bool sync = how == END_SYNC || how == END_SYNC_GARBAGE;
-	int rc = deflate(&z, extra ? Z_NO_FLUSH : sync ? Z_SYNC_FLUSH : Z_FINISH);
-	cr_assert(rc == Z_OK || rc == Z_STREAM_END);
-	if (extra) {
-		z.next_in = more;
-		z.avail_in = sizeof more;
-		rc = deflate(&z, how == END_EXTRA ? Z_FINISH : Z_SYNC_FLUSH);
-		cr_assert(rc == Z_OK || rc == Z_STREAM_END);
-	}
-	size_t n = z.total_out;
-	deflateEnd(&z);
-	if (how == END_NO_ADLER)
-		n -= 4;
-	else if (how == END_HALF_ADLER)
-		n -= 2;
-	else if (how == END_BAD_ADLER)
-		buf[n - 1] ^= 1;
-	else if (how == END_SYNC_GARBAGE || how == END_EXTRA_BAD || how == END_TRAILING) {
-		buf[n++] = 0xff; /* BFINAL 1, BTYPE 3: invalid */
-		buf[n++] = 0xff;
-	}
-	*len = n;
-	return buf;
-}
-
-/* Filtered bytes (filter None) of a w x h image of `bpp` bytes per pixel, interlaced or not,
- * random (noisy) or smooth. */
-static uint8_t *raw_filtered(uint32_t w, uint32_t h, uint32_t bpp, int interlace, int noisy, size_t *len)
-{
-	size_t total = 0;
-	for (uint32_t p = 0; p < (interlace ? 7u : 1u); p++) {
-		uint32_t pw = w, ph = h;
-		if (interlace)
-			kiln_adam7_pass_size(p, w, h, &pw, &ph);
-		if (pw && ph)
-			total += ((size_t)pw * bpp + 1) * ph;
-	}
-	uint8_t *f = malloc(total);
-	size_t o = 0;
-	for (uint32_t p = 0; p < (interlace ? 7u : 1u); p++) {
-		uint32_t pw = w, ph = h;
-		if (interlace)
-			kiln_adam7_pass_size(p, w, h, &pw, &ph);
-		for (uint32_t y = 0; pw && y < ph; y++) {
-			f[o++] = 0;
-			for (size_t i = 0; i < (size_t)pw * bpp; i++)
-				f[o++] = noisy ? (uint8_t)rnd() : (uint8_t)(3 * i + y);
-		}
-	}
-	*len = total;
-	return f;
-}
-
 /* Every way the zlib stream can end (complete, without or with a bad Adler-32, without a
- * final block, with data past the image, with bad data past it) split into IDAT chunks
+ * final block, with data past the image, with bad data past it, a small window:
+ * tests/png_stream_end.h) split into IDAT chunks
  * in several ways and followed by IEND, an unknown critical chunk, an unknown ancillary
  * chunk or tEXt: kiln accepts exactly what libpng accepts, with the same pixels. */
 Test(png_dec, stream_end_like_libpng)
 {
-	static const struct {
-		uint32_t w, h, depth, color, bpp;
-		int interlace, noisy;
-	} images[] = {
-		{32, 32, 16, 0, 2, 0, 0}, /* the fuzz finding's shape */
-		{61, 47, 8, 2, 3, 0, 1},  /* a stream over 8 KiB: libpng's reads come in pieces */
-		{37, 29, 8, 6, 4, 1, 0},  /* Adam7 */
-	};
-	static const uint32_t splits[] = {0, 1, 7, 100, 8193};
-	static const char *const afters[] = {NULL, "IDaT", "abCd", "tEXt"};
 	unsigned accepted = 0, refused = 0, sync_accepted = 0, sync_refused = 0;
-	for (size_t im = 0; im < sizeof images / sizeof images[0]; im++) {
+	uint32_t rng = 12345;
+	for (size_t im = 0; im < PNG_END_IMAGES; im++) {
 		size_t flen;
-		uint8_t *filt = raw_filtered(images[im].w, images[im].h, images[im].bpp, images[im].interlace,
-					     images[im].noisy, &flen);
+		uint8_t *filt = png_end_filtered(&png_end_images[im], &rng, &flen);
+		cr_assert_not_null(filt);
 		for (int how = 0; how < END_COUNT; how++) {
 			size_t zlen;
-			uint8_t *z = ending_stream(filt, flen, how, &zlen);
-			for (size_t sp = 0; sp < sizeof splits / sizeof splits[0]; sp++) {
-				if (splits[sp] == 1 && zlen > 4000)
+			uint8_t *z = png_end_stream(filt, flen, how, &zlen);
+			cr_assert_not_null(z);
+			for (size_t sp = 0; sp < PNG_END_SPLITS; sp++) {
+				if (png_end_splits[sp] == 1 && zlen > 4000)
 					continue;
-				for (size_t af = 0; af < sizeof afters / sizeof afters[0]; af++) {
+				for (size_t af = 0; af < PNG_END_AFTERS; af++) {
 					kiln_buf b;
-					kiln_buf_init(&b, (size_t)64 << 20);
-					static const uint8_t sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
-					PNG_TEST_CHECK(kiln_buf_append(&b, sig, 8));
-					uint8_t ihdr[13];
-					png_test_put_be32(ihdr, images[im].w);
-					png_test_put_be32(ihdr + 4, images[im].h);
-					ihdr[8] = (uint8_t)images[im].depth;
-					ihdr[9] = (uint8_t)images[im].color;
-					ihdr[10] = ihdr[11] = 0;
-					ihdr[12] = (uint8_t)images[im].interlace;
-					png_test_add_chunk(&b, "IHDR", ihdr, 13);
-					size_t step = splits[sp] ? splits[sp] : zlen;
-					for (size_t p = 0; p < zlen; p += step)
-						png_test_add_chunk(&b, "IDAT", z + p, (uint32_t)(zlen - p < step ? zlen - p : step));
-					if (sp == 2)
-						png_test_add_chunk(&b, "IDAT", "", 0); /* an empty IDAT closes the run */
-					if (afters[af])
-						png_test_add_chunk(&b, afters[af], "k\0v", 3);
-					png_test_add_chunk(&b, "IEND", "", 0);
+					png_end_file(&png_end_images[im], z, zlen, sp, af, &b);
 					char what[96];
 					snprintf(what, sizeof what, "image %zu, end %d, IDAT of %u, then %s", im, how,
-						 splits[sp], afters[af] ? afters[af] : "IEND");
+						 png_end_splits[sp], png_end_afters[af] ? png_end_afters[af] : "IEND");
 					int ok = compare_with_libpng(b.data, b.len, NULL, NULL, what);
 					accepted += ok;
 					refused += !ok;
@@ -617,6 +511,83 @@ Test(png_dec, stream_end_like_libpng)
 	cr_expect_gt(refused, 50);
 	cr_expect_gt(sync_accepted, 0);
 	cr_expect_gt(sync_refused, 0);
+}
+
+/* kiln's inflater over a whole stream, as the GPU's reproduces it (out of line: gcc's
+ * bounds check misreads the tables' second levels where it sees their allocation). */
+static __attribute__((noinline)) int inflate_whole(kiln_inflate_tables *t, const kiln_pngdec_info *info,
+						   const uint8_t *zs, uint8_t *out, size_t *out_len, size_t *used)
+{
+	int final = 0;
+	return kiln_inflate_raw(t, zs + 2, (size_t)info->zlib_size - 2, out, (size_t)info->filtered_size, out_len,
+				used, 0, &final);
+}
+
+/* kiln_pngdec_stream_verdict, the rule by which the GPU decoder settles a stream or sends
+ * it to the CPU path, on the same files (whole and cut short): what it settles (OK,
+ * truncated, corrupt) is the CPU decoder's verdict; every complete stream with a 32 KiB
+ * window is settled; the rest (the CPU path decides) include files the CPU path (as
+ * libpng) accepts and files it refuses. */
+Test(png_dec, stream_verdict_as_the_cpu_path)
+{
+	unsigned settled = 0, cpu_ok = 0, cpu_refused = 0;
+	uint32_t rng = 777;
+	kiln_inflate_tables *t = malloc(sizeof *t);
+	cr_assert_not_null(t);
+	char err[ERR_CAP];
+	for (size_t im = 0; im < PNG_END_IMAGES; im++) {
+		size_t flen;
+		uint8_t *filt = png_end_filtered(&png_end_images[im], &rng, &flen);
+		cr_assert_not_null(filt);
+		for (int how = 0; how < END_COUNT; how++) {
+			size_t zlen;
+			uint8_t *z = png_end_stream(filt, flen, how, &zlen);
+			cr_assert_not_null(z);
+			/* cut short as well: the image then does not come out whole */
+			for (int cut = 0; cut < 2; cut++) {
+				size_t n = cut ? zlen / 2 : zlen;
+				for (size_t sp = 0; sp < PNG_END_SPLITS; sp += 2) {
+					kiln_buf b;
+					png_end_file(&png_end_images[im], z, n, sp, 0, &b);
+					kiln_pngdec_info info;
+					cr_assert_eq(kiln_pngdec_probe(b.data, b.len, NULL, &info, err, sizeof err), KILN_OK);
+					const uint8_t *zs;
+					uint8_t *owned;
+					cr_assert_eq(kiln_pngdec_zlib_stream(b.data, &info, &zs, &owned, err, sizeof err), KILN_OK);
+					uint8_t *out = malloc((size_t)info.filtered_size + 16);
+					size_t out_len = 0, used = 0;
+					int rc = inflate_whole(t, &info, zs, out, &out_len, &used);
+					uint32_t adler = (uint32_t)adler32(adler32(0L, Z_NULL, 0), out, (uInt)out_len);
+					kiln_status v = kiln_pngdec_stream_verdict(rc, out_len, used, adler, zs, info.zlib_size,
+										   info.filtered_size);
+					kiln_image got;
+					kiln_status cst = kiln_pngdec_decode_image(b.data, b.len, NULL, &got, NULL, err, sizeof err);
+					if (how == END_COMPLETE || how == END_TRAILING)
+						cr_expect_eq(v, cut ? KILN_ERR_TRUNCATED : KILN_OK, "image %zu, end %d, cut %d", im,
+							     how, cut);
+					if (v == KILN_ERR_UNSUPPORTED) {
+						cpu_ok += cst == KILN_OK;
+						cpu_refused += cst != KILN_OK;
+					} else {
+						settled++;
+						cr_assert_eq(cst, v, "image %zu, end %d, cut %d, split %zu: verdict %s, CPU path %s",
+							     im, how, cut, sp, kiln_strerror(v), kiln_strerror(cst));
+					}
+					if (cst == KILN_OK)
+						kiln_image_free(&got);
+					free(out);
+					free(owned);
+					kiln_buf_free(&b);
+				}
+			}
+			free(z);
+		}
+		free(filt);
+	}
+	free(t);
+	cr_expect_gt(settled, 20);
+	cr_expect_gt(cpu_ok, 0);
+	cr_expect_gt(cpu_refused, 0);
 }
 
 /* ---- iCCP: the profile counts where libpng keeps it ------------------------------------ */
