@@ -1,7 +1,7 @@
 /* kiln-bench: kiln's codecs against the anchors (libsquish for BC1), side by side, on the
  * Kodak set. Prints markdown tables (what, kiln, anchor, ratio) and writes them to a file.
  *
- *   kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker|astc|astcgpu|pngdec|pngenc] [--out FILE.md]
+ *   kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker|astc|astcgpu|pngdec|pngenc|storage] [--out FILE.md]
  *
  * Run from the repository root (make bench), so ../shared/data/kodak is found; KILN_SHARED
  * overrides the data folder. Exit status 1 when a check failed (an encoder error, GPU
@@ -28,17 +28,21 @@ static bool only_pngdec;
 /* The PNG encoder against libpng (bench_png_enc.c): only with --only pngenc. */
 int bench_png_enc(const bench_opts *opts, const bench_set *set, bench_report *report);
 static bool only_pngenc;
+/* Durable small-file writes through file storage (bench_storage.c): only with --only storage. */
+int bench_storage(const bench_opts *opts, bench_report *report);
+static bool only_storage;
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker|astc|astcgpu|pngdec|pngenc]\n"
+	fprintf(f, "usage: kiln-bench [--quick] [--only quality|cpu|gpu|sched|worker|astc|astcgpu|pngdec|pngenc|storage]\n"
 		   "                  [--out FILE.md]\n"
 		   "  --quick   one timed run, no warm-up (CI smoke)\n"
 		   "  --only    run one part: BC1 quality, CPU throughput, the GPU part, or\n"
 		   "            scheduler scale (simulated workers), or the worker pipeline\n"
 		   "            end to end (PNG files -> DDS files); astc, astcgpu, pngdec and\n"
 		   "            pngenc run only when named (ASTC against astcenc, ASTC on the GPU,\n"
-		   "            PNG decoding against libpng/libspng, PNG encoding against libpng)\n"
+		   "            PNG decoding against libpng/libspng, PNG encoding against libpng);\n"
+		   "            storage: durable small-file writes (KILN_BENCH_STORAGE_DIR)\n"
 		   "  --out     markdown output (default " DEFAULT_OUT ")\n");
 }
 
@@ -66,8 +70,9 @@ static int parse_args(int argc, char **argv, bench_opts *opts)
 			only_astcgpu = strcmp(part, "astcgpu") == 0;
 			only_pngdec = strcmp(part, "pngdec") == 0;
 			only_pngenc = strcmp(part, "pngenc") == 0;
+			only_storage = strcmp(part, "storage") == 0;
 			if (!opts->quality && !opts->cpu && !opts->gpu && !opts->sched && !opts->worker &&
-			    !only_astc && !only_astcgpu && !only_pngdec && !only_pngenc) {
+			    !only_astc && !only_astcgpu && !only_pngdec && !only_pngenc && !only_storage) {
 				fprintf(stderr, "kiln-bench: unknown part '%s'\n", part);
 				return 1;
 			}
@@ -132,6 +137,8 @@ int main(int argc, char **argv)
 		failed += bench_png_dec(&opts, &report);
 	if (only_pngenc)
 		failed += bench_png_enc(&opts, &set, &report);
+	if (only_storage)
+		failed += bench_storage(&opts, &report);
 	if (opts.sched)
 		failed += bench_sched(&opts, &report);
 	if (opts.worker)
