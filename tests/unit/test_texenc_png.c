@@ -159,3 +159,33 @@ Test(texenc_png, decoders_agree_and_names_parse, .timeout = 60)
 	}
 	kiln_buf_free(&f);
 }
+
+/* Which probed files a GPU worker hands over undecoded: ordinary files up to the stream
+ * size the GPU's parallel inflate is fast for, strip files with enough strips, never what
+ * the GPU decoder does not take. */
+Test(texenc_png, gpu_takes_the_files_it_decodes_fast, .timeout = 60)
+{
+	struct {
+		uint32_t w, h;
+		bool gpu;
+	} cases[] = {{768, 512, true}, {1000, 1000, true}, {1100, 1000, false}};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		kiln_buf f;
+		random_png(&f, cases[c].w, cases[c].h, (uint32_t)c, true);
+		kiln_pngdec_info info;
+		cr_assert_eq(kiln_pngdec_probe(f.data, f.len, NULL, &info, NULL, 0), KILN_OK);
+		cr_assert_eq(info.strips, 1u);
+		cr_expect_eq(kiln_texenc_png_gpu_decodes(&info), cases[c].gpu, "%ux%u RGBA, %llu filtered bytes",
+			     cases[c].w, cases[c].h, (unsigned long long)info.filtered_size);
+		if (c == 0) {
+			kiln_pngdec_info strips = info;
+			strips.strips = KILN_TEXENC_GPU_DECODE_MIN_STRIPS - 1;
+			cr_expect(!kiln_texenc_png_gpu_decodes(&strips), "a few strips: a warp each, slower than the host");
+			strips.strips = KILN_TEXENC_GPU_DECODE_MIN_STRIPS;
+			cr_expect(kiln_texenc_png_gpu_decodes(&strips));
+			info.gpu_ok = 0; /* 16-bit or Adam7 */
+			cr_expect(!kiln_texenc_png_gpu_decodes(&info));
+		}
+		kiln_buf_free(&f);
+	}
+}
