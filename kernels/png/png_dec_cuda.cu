@@ -94,7 +94,8 @@ struct pd_globals {
 	uint32_t items[5]; // work items of the lists (enum par_list)
 	uint32_t taken[5]; // items taken so far by the pass over each list
 	uint32_t surv;     // offsets that passed the cheap header test (pd_par_scan)
-	uint32_t pad[52];
+	uint32_t lost;     // 1 when surv passed its cap (pd_par_verify): candidates were dropped
+	uint32_t pad[51];
 };
 
 // ---- layout of d_temp ------------------------------------------------------------------
@@ -122,18 +123,21 @@ struct layout {
 
 static uint32_t file_bands(const kiln_pngdec_info *in) { return (in->height + BAND - 1) / BAND; }
 
-// Candidates kept per file without strips: one per 16 KiB of stream is far more than real
-// encoders' blocks (zlib's hold 16K-32K symbols); more found are dropped, which only makes
-// pieces longer.
-static uint32_t par_cand_cap(const kiln_pngdec_info *in) { return 16 + (uint32_t)(in->zlib_size / 16384); }
+// Candidates kept per file without strips (kiln_infl_cand_cap says how many and why;
+// past it, kiln_infl_cand_overflow: the file gets no mid entries).
+static uint32_t par_cand_cap(const kiln_pngdec_info *in)
+{
+	return kiln_infl_cand_cap(in->zlib_size > 2 ? in->zlib_size - 2 : 0, in->filtered_size);
+}
 
 // Bits of stream between mid entries (png_inflate_par.h): pieces of 4 KiB, about 7 KB of
 // output, keep the pool busy to the end of each pass (32 Kodak files, H100: 1.85, 2.47,
 // 2.67 and 2.50 GB/s with pieces of 1, 2, 4 and 8 KiB; each entry costs a table build in
 // each pass and its probes). The debug flags' bits 16-20, when set, give log2 of another
-// spacing (A/B runs), at least PAR_SPACING_MIN, which the layout is sized for.
-#define PAR_SPACING 32768u
-#define PAR_SPACING_MIN 4096u
+// spacing (A/B runs), at least PAR_SPACING_MIN, which the layout is sized for
+// (png_inflate_par.h holds both, for the unit tests).
+#define PAR_SPACING KILN_INFL_PAR_SPACING
+#define PAR_SPACING_MIN KILN_INFL_PAR_SPACING_MIN
 static uint32_t par_spacing(unsigned debug)
 {
 	uint32_t lg = (debug >> 16) & 31u;
@@ -152,7 +156,7 @@ static uint32_t par_lanes(unsigned debug)
 }
 static uint32_t par_ent_cap(const kiln_pngdec_info *in)
 {
-	return par_cand_cap(in) + (uint32_t)(8 * in->zlib_size / PAR_SPACING_MIN) + 1;
+	return kiln_infl_ent_cap(in->zlib_size > 2 ? in->zlib_size - 2 : 0, in->filtered_size);
 }
 
 // The parallel inflate's work lists of (file, entry) items, each as long as the entries:
@@ -163,7 +167,7 @@ enum par_list { LIST_PROBE, LIST_FRESH, LIST_COUNT, LIST_REDO, LIST_PLACE, PAR_L
 
 // Pieces are split where the probes say they would make more than this many symbols
 // (kiln_infl_refine); the debug flags' bits 23-26, when set, give its log2 (A/B runs).
-#define PAR_TARGET 16384u
+#define PAR_TARGET KILN_INFL_PAR_TARGET
 static uint32_t par_target(unsigned debug)
 {
 	uint32_t lg = (debug >> 23) & 15u;
@@ -237,7 +241,7 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 		data += align256((size_t)in->filtered_size + 16);
 		if (in->strips == 1) {
 			l->ents += par_ent_cap(in);
-			l->surv_cap += in->zlib_size / 8 + 64; // Kodak streams: 1 in 1,100 offsets
+			l->surv_cap += in->zlib_size / 8 + 64; // Kodak streams: 1 in 1,100 offsets; 2K: 1 in 860
 			data += par_carve(in, l->slot_scale, l->slot_pad, NULL, NULL);
 		}
 	}
@@ -1060,7 +1064,8 @@ pd_inflate(const pd_file *files, uint32_t count, uint32_t total_strips, const ui
 // that pass (0.1 % of Kodak streams') to one list, (file, bit); then threads of a grid
 // take them in turn for the full test. In one step (the full test at every bit) the warps
 // ran the deep test for a lane or two while the rest waited: 6.1 ms for 32 Kodak files.
-// A full list drops the rest (fewer candidates: longer pieces, the same bytes).
+// A full list drops the rest: the files' candidates then are some of their headers, as
+// past their own cap (kiln_infl_cand_overflow: no mid entries; the same bytes).
 __global__ void __launch_bounds__(256) pd_par_scan(const pd_file *files, const uint32_t *status, pd_globals *g,
 						  uint64_t *surv, uint32_t surv_cap)
 {
@@ -1116,10 +1121,12 @@ __global__ void __launch_bounds__(256) pd_par_scan(const pd_file *files, const u
 	}
 }
 
-__global__ void __launch_bounds__(256) pd_par_verify(const pd_file *files, const pd_globals *g, const uint64_t *surv,
+__global__ void __launch_bounds__(256) pd_par_verify(const pd_file *files, pd_globals *g, const uint64_t *surv,
 						    uint32_t surv_cap)
 {
 	uint32_t n = g->surv < surv_cap ? g->surv : surv_cap;
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		g->lost = g->surv > surv_cap;
 	for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
 		const pd_file *f = &files[surv[i] >> 40];
 		uint64_t bit = surv[i] & ((1ull << 40) - 1);
@@ -1141,6 +1148,46 @@ __device__ const pd_file *par_file(const pd_file *files, uint32_t count, const u
 	return f->par && status[fi] == ST_OK && !f->par_state[3] ? f : NULL;
 }
 
+// Heap sort's step: a[k] down the heap a[0, end).
+__device__ static void sift_u64(uint64_t *a, uint32_t k, uint32_t end)
+{
+	uint64_t v = a[k];
+	for (;;) {
+		uint32_t ch = 2 * k + 1;
+		if (ch >= end)
+			break;
+		if (ch + 1 < end && a[ch + 1] > a[ch])
+			ch++;
+		if (a[ch] <= v)
+			break;
+		a[k] = a[ch];
+		k = ch;
+	}
+	a[k] = v;
+}
+
+// a[0, m) in increasing order, in place (heap sort: n log n whatever the order; the
+// candidates come in the verify kernel's atomics' order, and an insertion sort by one
+// thread, fine for Kodak's dozen, is quadratic in the hundreds of a 2048x2048 file's)
+__device__ static void sort_u64(uint64_t *a, uint32_t m)
+{
+	for (uint32_t k = m / 2; k-- > 0;)
+		sift_u64(a, k, m);
+	for (uint32_t end = m; end-- > 1;) {
+		uint64_t t = a[0];
+		a[0] = a[end];
+		a[end] = t;
+		sift_u64(a, 0, end);
+	}
+}
+
+// The stream's candidates passed the cap, or the batch's list of offsets to test did:
+// no mid entries (kiln_infl_cand_overflow).
+__device__ static bool par_overflow(const pd_file *f, const pd_globals *g)
+{
+	return g->lost || kiln_infl_cand_overflow((uint64_t)f->par_state[0] + 1, f->cand_cap);
+}
+
 // 2b. A thread per file: bit 0 first, the candidates sorted and merged with the mid
 // entries, the probe and count passes' items.
 __global__ void pd_par_prep(const pd_file *files, uint32_t count, const uint32_t *status, pd_globals *g,
@@ -1159,14 +1206,9 @@ __global__ void pd_par_prep(const pd_file *files, uint32_t count, const uint32_t
 	n = n < f->cand_cap ? n : f->cand_cap;
 	uint64_t *c = f->cand;
 	c[0] = 0;
-	for (uint32_t i = 2; i < n; i++) { // a few dozen: insertion sort
-		uint64_t v = c[i];
-		uint32_t j = i;
-		for (; j > 1 && c[j - 1] > v; j--)
-			c[j] = c[j - 1];
-		c[j] = v;
-	}
-	uint32_t m = kiln_infl_entries(c, n, (size_t)f->zlib_size - 2, f->spacing, f->ent, f->ent_cap);
+	sort_u64(c + 1, n - 1);
+	uint32_t m = kiln_infl_entries(c, n, (size_t)f->zlib_size - 2, par_overflow(f, g) ? 0 : f->spacing, f->ent,
+				       f->ent_cap);
 	f->par_state[1] = m;
 	uint32_t w = atomicAdd(&g->items[LIST_PROBE], m);
 	for (uint32_t i = 0; i < m; i++)
@@ -1293,7 +1335,7 @@ __global__ void __launch_bounds__(PF_THREADS) pd_par_refine(const pd_file *files
 	uint64_t mine = 0, all;
 	cta_run(n, &i0, &i1);
 	for (uint32_t i = i0; i < i1; i++) { // skip[i]: entry i's additions, then its new index
-		uint64_t add = kiln_infl_refine_adds(f->ent, n, i, len, f->target);
+		uint64_t add = kiln_infl_refine_adds(f->ent, n, i, len, par_overflow(f, g) ? 0 : f->target);
 		f->skip[i] = (uint32_t)(add < f->ent_cap ? add : f->ent_cap);
 		mine += f->skip[i];
 	}

@@ -77,9 +77,10 @@
  * with KILN_INFL_GAVE_UP: a wrong decode (one that the true one never meets) finds no
  * entry it may hand over to and rarely errs, so it would run on for hundreds of KB,
  * holding up its pass (a Kodak file had one of 460 Kbit). The true decode gives up only
- * where a long fixed or stored block follows a dynamic one, or a false candidate lies in
- * a block (none in the Kodak files); the stream is then inflated serially (the caller's
- * fallback). */
+ * where a long fixed or stored block follows a dynamic one, a false candidate lies in a
+ * block (none in the Kodak files), or a true header is no entry (kept candidates past a
+ * cap: kiln_infl_cand_cap says why that must not happen); the stream is then inflated
+ * serially (the caller's fallback). */
 #define KILN_INFL_ROAM 32768u
 #define KILN_INFL_GAVE_UP 200
 /* Slots of step 2 (kiln_infl_slots): a file's slot area holds, at the scale of 256, 8
@@ -744,6 +745,54 @@ KILN_HD uint32_t kiln_infl_refine(const kiln_infl_entry *e, uint32_t n, uint32_t
 	for (uint32_t i = 0; i < n; i++)
 		kiln_infl_refine_move(e, n, i, len, at, (i + 1 < n ? at[i + 1] : total) - at[i] - 1, out);
 	return total;
+}
+
+/* The GPU driver's parameters and caps (png_dec_cuda.cu), here so that the unit tests run
+ * these steps with them. Mid entries every KILN_INFL_PAR_SPACING bits (A/B runs may ask
+ * for any power of 2 down to KILN_INFL_PAR_SPACING_MIN, which the entry cap is sized for);
+ * pieces split past KILN_INFL_PAR_TARGET symbols (kiln_infl_refine). */
+#define KILN_INFL_PAR_SPACING 32768u
+#define KILN_INFL_PAR_SPACING_MIN 4096u
+#define KILN_INFL_PAR_TARGET 16384u
+
+/* Candidates kept (bit 0 included) for a stream of len bytes that inflates to total bytes:
+ * one per KILN_INFL_CAND_OUT bytes of output, one per 16 KiB of stream (false candidates)
+ * and 16. Every true block header must be an entry when there are mid entries: a decode
+ * from a mid entry that reads a header that is none gives up (KILN_INFL_ROAM), and the mid
+ * entries after that header (which assume the tables before it) are met by no decode.
+ * zlib (libpng, Go, Python...) ends a block every lit_bufsize - 1 symbols, 16,383 at its
+ * default memLevel 8, each at least a byte of output: at most total / 16383 + 1 blocks
+ * (plus one per flush); the cap holds 4 times that (zlib down to memLevel 6, encoders with
+ * blocks of 4 KiB of output). The cap was one per 16 KiB of stream (Kodak streams: 10 to
+ * 43 blocks of 0.6 MB), below that bound for streams of more than about 2 MB of output:
+ * 2048x2048 libpng files (12.6 MB, 7.4 MB of stream) have 561 blocks of 12-16 KB of stream
+ * against 469 kept, and every such file gave up to the serial inflate. Past the cap
+ * (kiln_infl_cand_overflow) the parallel inflate still runs, on the candidates kept. */
+#define KILN_INFL_CAND_OUT 4096u
+KILN_HD uint32_t kiln_infl_cand_cap(uint64_t len, uint64_t total)
+{
+	uint64_t cap = 16 + len / 16384 + total / KILN_INFL_CAND_OUT;
+	return cap < 0x7FFFFFFFu ? (uint32_t)cap : 0x7FFFFFFFu;
+}
+
+/* Entries of a stream (kiln_infl_entries and kiln_infl_refine's cap): every candidate kept
+ * and a mid entry every KILN_INFL_PAR_SPACING_MIN bits, so that kiln_infl_entries never
+ * drops one (a mid entry left last before a dropped header would give up). */
+KILN_HD uint32_t kiln_infl_ent_cap(uint64_t len, uint64_t total)
+{
+	uint64_t cap = (uint64_t)kiln_infl_cand_cap(len, total) + 8 * len / KILN_INFL_PAR_SPACING_MIN + 1;
+	return cap < 0x7FFFFFFFu ? (uint32_t)cap : 0x7FFFFFFFu;
+}
+
+/* 1 when a stream's candidates (found: block headers found, bit 0 included) passed the
+ * cap, so that those kept are some of them (the GPU's atomics decide which): the stream
+ * then gets no mid entries (spacing 0, and no kiln_infl_refine: target 0). Pieces from
+ * header entries decode through a header that is no entry and never give up (only a
+ * decode that began inside a block roams), so the chain still runs from bit 0, in pieces
+ * of a block or more, instead of giving up to one serial inflate of the whole stream. */
+KILN_HD int kiln_infl_cand_overflow(uint64_t found, uint32_t cap)
+{
+	return found > cap;
 }
 
 /* Symbols of a file's slot area for a stream of len bytes, total output symbols and cap

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "common/buf.h"
+#include "common/png_io.h"
 #include "kernels/png/png_dec.h"
 #include "tests/unit/testutil.h"
 
@@ -315,4 +316,248 @@ Test(png_inflate_par, fuzz_corpus_and_regressions)
 		closedir(d);
 	}
 	cr_expect_geq(n, 8, "the seed corpus is in the repository");
+}
+
+/* ---- the GPU's run of one stream, its caps included ---------------------------------- */
+
+/* The steps as png_dec_cuda.cu's pd_par_* kernels run them, with their parameters from
+ * png_inflate_par.h: candidates where the cheap header test passes and then the full one
+ * (pd_par_scan, pd_par_verify), at most kiln_infl_cand_cap of them (cand_cap, when not 0,
+ * another cap), the ones kept past it in the order of xorshift picks (the GPU's atomics
+ * keep those that come first); past the cap no mid entries (kiln_infl_cand_overflow);
+ * entries up to kiln_infl_ent_cap, mid entries every KILN_INFL_PAR_SPACING bits, pieces
+ * split past KILN_INFL_PAR_TARGET symbols, the slot area sized for the entry cap at
+ * scale / 256 and pad; the serial inflate only when the verdict is KILN_INFL_GAVE_UP
+ * (pd_finish). The result (rc, bytes, bytes consumed) must be kiln_inflate_raw's. */
+typedef struct gpu_run {
+	par_result r;
+	uint32_t found;    /* candidates found, bit 0 included */
+	uint32_t cand_cap; /* the cap they were kept under */
+	int overflow;      /* kiln_infl_cand_overflow */
+} gpu_run;
+
+static gpu_run gpu_like(const uint8_t *in, size_t len, uint64_t total, uint32_t cand_cap, uint32_t scale, uint32_t pad)
+{
+	gpu_run g = {0};
+	par_result *r = &g.r;
+	kiln_inflate_tables *t = malloc(sizeof *t);
+	uint16_t kraft3[512];
+	kiln_infl_kraft3_init(kraft3);
+	size_t found_cap = 1024;
+	uint64_t *found = malloc(sizeof *found * found_cap);
+	cr_assert(t && found);
+	uint32_t nf = 0;
+	found[nf++] = 0;
+	/* the scan's windows: 128 bits from each offset of a byte (pd_par_scan) */
+	for (size_t byte = 0; byte < len; byte++) {
+		uint64_t lo = 0, mid = 0, hi = byte + 16 < len ? in[byte + 16] : 0;
+		for (int i = 15; i >= 0; i--) {
+			uint64_t v = byte + (size_t)i < len ? in[byte + i] : 0;
+			if (i >= 8)
+				mid = mid << 8 | v;
+			else
+				lo = lo << 8 | v;
+		}
+		for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++) {
+			uint64_t w0 = k ? lo >> k | mid << (64 - k) : lo;
+			uint64_t w1 = k ? mid >> k | hi << (64 - k) : mid;
+			uint64_t bit = 8 * (uint64_t)byte + k;
+			if (!kiln_infl_header_shape(w0, w1, kraft3) || !kiln_infl_block_start(in, len, bit))
+				continue;
+			if (nf == found_cap) {
+				found_cap *= 2;
+				found = realloc(found, sizeof *found * found_cap);
+				cr_assert(found);
+			}
+			found[nf++] = bit;
+		}
+	}
+	g.found = nf;
+	g.cand_cap = cand_cap ? cand_cap : kiln_infl_cand_cap(len, total);
+	g.overflow = kiln_infl_cand_overflow(nf, g.cand_cap);
+	uint32_t nc = nf;
+	if (g.overflow) { /* some of them: a shuffle of all but bit 0, the first kept, sorted */
+		uint32_t s = 777;
+		for (uint32_t i = nf - 1; i > 1; i--) {
+			uint32_t j = 1 + test_xorshift32(&s) % i;
+			uint64_t v = found[i];
+			found[i] = found[j];
+			found[j] = v;
+		}
+		nc = g.cand_cap;
+		for (uint32_t i = 2; i < nc; i++)
+			for (uint32_t j = i; j > 1 && found[j - 1] > found[j]; j--) {
+				uint64_t v = found[j];
+				found[j] = found[j - 1];
+				found[j - 1] = v;
+			}
+	}
+	uint32_t cap = kiln_infl_ent_cap(len, total);
+	kiln_infl_entry *e = malloc(sizeof *e * cap), *moved = malloc(sizeof *e * cap);
+	uint32_t *skip = calloc(cap, sizeof *skip);
+	cr_assert(e && moved && skip);
+	uint32_t n = kiln_infl_entries(found, nc, len, g.overflow ? 0 : KILN_INFL_PAR_SPACING, e, cap);
+	cr_assert_lt(n, cap, "the entries fit their cap");
+	for (uint32_t i = 0; i < n; i++)
+		kiln_infl_probe(t, in, len, e, n, i);
+	uint32_t before_refine = n;
+	n = kiln_infl_refine(e, n, cap, len, g.overflow ? 0 : KILN_INFL_PAR_TARGET, skip, moved);
+	kiln_infl_entry *swap = e;
+	e = moved;
+	moved = swap;
+	for (uint32_t i = 0; i < n; i++)
+		if (e[i].probes == KILN_INFL_UNPROBED)
+			kiln_infl_probe(t, in, len, e, n, i);
+	r->refined = n - before_refine;
+	kiln_infl_seg *seg = calloc(n, sizeof *seg), *dec = calloc(n, sizeof *dec);
+	uint32_t *order = calloc(n, sizeof *order);
+	uint64_t *base = calloc(n, sizeof *base);
+	uint16_t *sym = malloc(2 * (size_t)total + 2);
+	size_t area_len = (size_t)kiln_infl_slot_area(len, total, cap, scale, pad);
+	uint16_t *area = malloc(2 * area_len + 2);
+	uint8_t *out = malloc(total + 16);
+	cr_assert(seg && dec && order && base && sym && area && out);
+	kiln_infl_slots(e, n, len, scale, pad, area_len);
+	for (uint32_t i = 0; i < n; i++)
+		kiln_infl_piece(t, in, len, e, n, i, 0, area + e[i].slot, e[i].slot_cap, KILN_INFL_BASE_UNKNOWN, total,
+				&seg[i]);
+	uint32_t k = kiln_infl_chain(seg, e, n, total, order, base, skip);
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t c = order[i];
+		r->placed += kiln_fuzz_par_place(t, in, len, e, n, seg, area + e[c].slot, c, skip[c], base[c], total, sym,
+						 &dec[c]);
+		r->longest = dec[c].out_len > r->longest ? dec[c].out_len : r->longest;
+	}
+	r->rc = kiln_infl_verdict(dec, order, k, &r->out_len, &r->used);
+	if (r->rc == KILN_INFL_GAVE_UP) { /* pd_finish's fallback */
+		size_t ol = 0, used = 0;
+		int fin = 0;
+		r->rc = kiln_inflate_raw(t, in, len, out, total, &ol, &used, 0, &fin);
+		r->out_len = ol;
+		r->used = used;
+		r->serial = 1;
+		k = 0;
+	}
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t c = order[i];
+		uint64_t end = base[c] + dec[c].out_len;
+		end = end < r->out_len ? end : r->out_len;
+		for (uint64_t p = base[c]; p < end; p++)
+			out[p] = kiln_infl_resolve(sym[p], out, base[c]);
+	}
+	r->candidates = nc;
+	r->entries = n;
+	r->segments = k;
+	/* the serial inflater's verdict and bytes */
+	uint8_t *ref = malloc(total + 16);
+	cr_assert(ref);
+	size_t ref_len = 0, ref_used = 0;
+	int fin = 0;
+	int rc = kiln_inflate_raw(t, in, len, ref, total, &ref_len, &ref_used, 0, &fin);
+	cr_assert_eq(r->rc, rc);
+	cr_assert_eq(r->out_len, ref_len);
+	cr_assert_eq(r->used, ref_used);
+	cr_assert(memcmp(out, ref, ref_len) == 0, "the bytes are kiln_inflate_raw's");
+	free(ref);
+	free(t);
+	free(found);
+	free(e);
+	free(moved);
+	free(skip);
+	free(seg);
+	free(dec);
+	free(order);
+	free(base);
+	free(sym);
+	free(area);
+	free(out);
+	cr_log_info("gpu_like: %zu bytes -> %llu, cap %u: %u candidates found, %u kept, %u entries (%u refined), %u pieces, "
+		    "%u placed, longest %llu, serial %d",
+		    len, (unsigned long long)total, g.cand_cap, g.found, r->candidates, r->entries, r->refined,
+		    r->segments, r->placed, (unsigned long long)r->longest, r->serial);
+	return g;
+}
+
+/* A 2048x2048 mosaic of 512x512 crops of the Kodak images (kiln-bench's 2K inputs,
+ * bench_worker.c), as libpng writes it with its defaults (zlib level 6, adaptive
+ * filters); its zlib stream without the 2-byte header into *z (malloc'd). */
+static size_t mosaic_2k_stream(uint32_t n, uint8_t **z, uint64_t *total)
+{
+	kiln_image kodak[24] = {0}, img = {0};
+	cr_assert_eq(kiln_image_alloc(&img, 2048, 2048, NULL), KILN_OK);
+	img.has_alpha = false;
+	img.srgb = true;
+	for (uint32_t t = 0; t < 16; t++) {
+		uint32_t s = (t * 5 + n * 3) % 24;
+		if (!kodak[s].pixels) {
+			char path[512], err[256];
+			test_kodak_path(path, sizeof path, (int)s + 1);
+			cr_assert_eq(kiln_png_read_file(path, NULL, &kodak[s], err, sizeof err), KILN_OK, "%s: %s", path, err);
+		}
+		const kiln_image *src = &kodak[s];
+		uint32_t ox = (n * 131 + t * 57) % (src->width - 511), oy = (n * 89 + t * 41) % (src->height - 511);
+		for (uint32_t y = 0; y < 512; y++)
+			memcpy(kiln_image_row(&img, t / 4 * 512 + y) + t % 4 * 512 * 4, kiln_image_row(src, oy + y) + ox * 4,
+			       512 * 4);
+	}
+	kiln_buf f;
+	kiln_buf_init(&f, (size_t)64 << 20);
+	cr_assert_eq(kiln_png_encode(&img, &f), KILN_OK);
+	kiln_pngdec_info info;
+	char err[256];
+	cr_assert_eq(kiln_pngdec_probe(f.data, f.len, NULL, &info, err, sizeof err), KILN_OK, "%s", err);
+	cr_assert_eq(info.strips, 1);
+	cr_assert_gt(info.idat_chunks, 1, "libpng's 8 KiB IDAT chunks");
+	const uint8_t *zs;
+	uint8_t *owned = NULL;
+	cr_assert_eq(kiln_pngdec_zlib_stream(f.data, &info, &zs, &owned, err, sizeof err), KILN_OK, "%s", err);
+	size_t len = info.zlib_size - 2;
+	*z = malloc(len);
+	cr_assert(*z);
+	memcpy(*z, zs + 2, len);
+	*total = info.filtered_size;
+	free(owned);
+	kiln_buf_free(&f);
+	kiln_image_free(&img);
+	for (int i = 0; i < 24; i++)
+		kiln_image_free(&kodak[i]);
+	return len;
+}
+
+/* A 2048x2048 libpng file's stream (12.6 MB of output, 7.4 MB of stream, 561 blocks of
+ * 12-16 KB of stream) has more block headers than one per 16 KiB of stream, the GPU's
+ * candidate cap before: those past it were dropped, a mid entry after a dropped header
+ * gave up (KILN_INFL_ROAM) and every such file was inflated by one warp. With the GPU's
+ * parameters it now inflates in parallel, in pieces about as long as the target, byte for
+ * byte kiln_inflate_raw's; and with a cap too small for its headers (some of them kept,
+ * no mid entries) still in parallel, a block or more a piece. */
+Test(png_inflate_par, libpng_2k_stream_with_the_gpu_caps, .timeout = 60)
+{
+	uint8_t *z;
+	uint64_t total;
+	size_t len = mosaic_2k_stream(0, &z, &total);
+	cr_assert_eq(total, (uint64_t)2048 * (3 * 2048 + 1));
+	gpu_run g = gpu_like(z, len, total, 0, KILN_INFL_SLOT_SCALE, KILN_INFL_SLOT_PAD);
+	cr_assert_eq(g.r.rc, KILN_INFL_OK);
+	cr_assert_gt(g.found, 16 + len / 16384, "%u headers: more than the old cap", g.found);
+	cr_assert(!g.overflow, "%u candidates, cap %u", g.found, g.cand_cap);
+	cr_assert(!g.r.serial, "the parallel inflate gave up");
+	uint64_t mids = len * 8 / KILN_INFL_PAR_SPACING;
+	cr_assert_geq(g.r.segments, mids * 95 / 100, "%u pieces for %llu mid entries", g.r.segments,
+		      (unsigned long long)mids);
+	cr_assert_geq(g.r.placed, g.r.segments * 98 / 100, "%u of %u pieces placed", g.r.placed, g.r.segments);
+	cr_assert_lt(g.r.longest, 4 * KILN_INFL_PAR_TARGET, "longest piece: %llu symbols",
+		     (unsigned long long)g.r.longest);
+	/* the slots of a batch past the GPU's slot budget (a quarter of the scale): fewer
+	 * pieces placed, the rest decoded again, the same bytes */
+	g = gpu_like(z, len, total, 0, KILN_INFL_SLOT_SCALE / 4, KILN_INFL_SLOT_PAD / 4);
+	cr_assert(g.r.rc == KILN_INFL_OK && !g.r.serial);
+	cr_assert_lt(g.r.placed, g.r.segments);
+	/* a cap of 100 for 561 headers */
+	g = gpu_like(z, len, total, 100, KILN_INFL_SLOT_SCALE, KILN_INFL_SLOT_PAD);
+	cr_assert(g.overflow);
+	cr_assert_eq(g.r.rc, KILN_INFL_OK);
+	cr_assert(!g.r.serial, "past the cap the parallel inflate gave up");
+	cr_assert_geq(g.r.segments, 90, "%u pieces", g.r.segments);
+	free(z);
 }
