@@ -937,8 +937,7 @@ kiln_status kiln_texenc_submit(kiln_texenc *enc, const kiln_image *images, size_
 
 bool kiln_texenc_png_gpu_decodes(const kiln_pngdec_info *info)
 {
-	return info->gpu_ok && (info->strips == 1 ? info->filtered_size <= KILN_TEXENC_GPU_DECODE_MAX_STREAM
-						   : info->strips >= KILN_TEXENC_GPU_DECODE_MIN_STRIPS);
+	return info->gpu_ok && (info->strips == 1 || info->strips >= KILN_TEXENC_GPU_DECODE_MIN_STRIPS);
 }
 
 /* The files of a PNG batch that the host decodes. */

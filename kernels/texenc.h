@@ -111,18 +111,11 @@ typedef struct kiln_texenc_png {
 
 /* Whether a GPU decodes a probed file faster than the host would, for callers that choose
  * which files to hand to kiln_texenc_submit_png on a GPU: the GPU decoder takes it, and it
- * is an ordinary file (one stream: inflated in parallel, kernels/png/png_inflate_par.h,
- * 3.0 GB/s for a batch of 32 Kodak files on an H100, where 16 cores do 1.85) or has the
- * strips that make it fast there (6-7 GB/s); a file with a few strips inflates with a
- * warp per strip (docs/PERFORMANCE.md). */
+ * is an ordinary file (one stream: inflated in parallel, kernels/png/png_inflate_par.h;
+ * 8 GB/s with 3 batches of 32 Kodak files in flight on an H100, where 16 cores do about
+ * 1.2, and 2048x2048 files as well) or has the strips that make it fast there (16 GB/s);
+ * a file with a few strips inflates with a warp per strip (docs/PERFORMANCE.md). */
 #define KILN_TEXENC_GPU_DECODE_MIN_STRIPS 8
-/* ... and an ordinary file only up to this many filtered bytes: batches of 2048x2048
- * ordinary files (12.6 MB filtered each, written by libpng) decoded at about 0.4 GB/s on an
- * H100, against 8 GB/s for Kodak-size ones (1.2 MB), about as fast as one warp inflating a
- * whole stream: the parallel inflate gives such streams up to its serial fallback (not
- * yet understood; docs/PERFORMANCE.md, worker, session 11). The host's decode threads
- * take them meanwhile. */
-#define KILN_TEXENC_GPU_DECODE_MAX_STREAM ((uint64_t)4 << 20)
 bool kiln_texenc_png_gpu_decodes(const kiln_pngdec_info *info);
 
 /* kiln_texenc_submit for PNG files (at most KILN_TEXENC_MAX_PNG_BATCH): on a GPU the files
