@@ -445,38 +445,35 @@ int bench_worker(const bench_opts *opts, const bench_set *set, bench_report *rep
 		goto done;
 	}
 	int gpus = kiln_gpu_count();
+	/* per group of input sets (Kodak, 2K): the CPU backend's section, GPU 0's, every GPU's */
+	static const struct {
+		const char *title[3], *cpu_note;
+	} groups[2] = {
+		{{"Worker end to end: CPU backend", "Worker end to end: GPU 0", "Worker end to end: every GPU"},
+		 "Kodak PNG files -> BC1 DDS files on local disk through the worker pipeline in-process "
+		 "(file storage, no sockets), batch 32, shards of 32; wall clock after a warm-up shard. "
+		 "Stage rows: busy time summed over the stage's threads, its share of wall time per "
+		 "thread, and the rate it would sustain alone; the highest share limits. Decode and the "
+		 "CPU encoder share the cores, so 'alone' overstates both there."},
+		{{"Worker end to end, 2K: CPU backend", "Worker end to end, 2K: GPU 0",
+		  "Worker end to end, 2K: every GPU"},
+		 "As the Kodak tables, on 2048x2048 RGB PNG files made at the start: 4x4 mosaics of "
+		 "512x512 crops of the Kodak images (8 distinct files, 2 with --quick), written by "
+		 "libpng with its defaults (zlib level 6, adaptive filters) and, for the strip rows, "
+		 "by kiln's encoder. Warm-up: 2 images on the CPU, 4 batches per GPU. 'budget peak': "
+		 "the most decoded/encoded bytes the pipeline's pixel budget held."},
+	};
+	static const char *const gpu_notes[3] = {
+		NULL,
+		"As above with GPU 0 as the only device (texenc keeps up to 3 batches in flight). Outputs "
+		"compared with the CPU backend's files of the same items, throughput with the CPU backend's.",
+		"As above with every GPU of the machine as a device (one encode thread each).",
+	};
 	bench_section *sec[2][3] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}};
-	if (group_on[0]) {
-		sec[0][0] = bench_section_add(report, "Worker end to end: CPU backend",
-			"Kodak PNG files -> BC1 DDS files on local disk through the worker pipeline in-process "
-			"(file storage, no sockets), batch 32, shards of 32; wall clock after a warm-up shard. "
-			"Stage rows: busy time summed over the stage's threads, its share of wall time per "
-			"thread, and the rate it would sustain alone; the highest share limits. Decode and the "
-			"CPU encoder share the cores, so 'alone' overstates both there.");
-		if (gpus > 0)
-			sec[0][1] = bench_section_add(report, "Worker end to end: GPU 0",
-				"As above with GPU 0 as the only device (texenc keeps up to 3 batches in flight). "
-				"Outputs compared with the CPU backend's files of the same items, throughput "
-				"with the CPU backend's.");
-		if (gpus > 1)
-			sec[0][2] = bench_section_add(report, "Worker end to end: every GPU",
-				"As above with every GPU of the machine as a device (one encode thread each).");
-	}
-	if (group_on[1]) {
-		sec[1][0] = bench_section_add(report, "Worker end to end, 2K: CPU backend",
-			"As the Kodak tables, on 2048x2048 RGB PNG files made at the start: 4x4 mosaics of "
-			"512x512 crops of the Kodak images (8 distinct files, 2 with --quick), written by "
-			"libpng with its defaults (zlib level 6, adaptive filters) and, for the strip rows, "
-			"by kiln's encoder. Warm-up: 2 images on the CPU, 4 batches per GPU. 'budget peak': "
-			"the most decoded/encoded bytes the pipeline's pixel budget held.");
-		if (gpus > 0)
-			sec[1][1] = bench_section_add(report, "Worker end to end, 2K: GPU 0",
-				"As above with GPU 0 as the only device; outputs and throughput compared with "
-				"the CPU backend's.");
-		if (gpus > 1)
-			sec[1][2] = bench_section_add(report, "Worker end to end, 2K: every GPU",
-				"As above with every GPU of the machine as a device (one encode thread each).");
-	}
+	for (int g = 0; g < 2; g++)
+		for (int k = 0; k < 3 && group_on[g]; k++)
+			if (k == 0 || gpus > k - 1)
+				sec[g][k] = bench_section_add(report, groups[g].title[k], k ? gpu_notes[k] : groups[g].cpu_note);
 	size_t cpu_written[NSETTINGS][2] = {{0}};  /* CPU outputs to compare the GPUs' with */
 	double cpu_rate[NSETTINGS][2] = {{0}};     /* CPU images/s, for the GPU/CPU rows */
 	for (size_t q = 0; q < NSETTINGS; q++) {

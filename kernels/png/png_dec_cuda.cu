@@ -1086,21 +1086,9 @@ __global__ void __launch_bounds__(256) pd_par_scan(const pd_file *files, const u
 		uint64_t byte = first + lane;
 		uint32_t hits = 0; // bit k: offset 8 * byte + k passes
 		if (byte < len) {
-			uint64_t lo = 0, mid = 0, hi = 0;
-			for (int i = 16; i >= 0; i--) {
-				uint64_t v = byte + (uint64_t)i < len ? in[byte + i] : 0u;
-				if (i == 16)
-					hi = v;
-				else if (i >= 8)
-					mid = mid << 8 | v;
-				else
-					lo = lo << 8 | v;
-			}
-			for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++) {
-				uint64_t w0 = k ? lo >> k | mid << (64 - k) : lo;
-				uint64_t w1 = k ? mid >> k | hi << (64 - k) : mid;
-				hits |= (uint32_t)kiln_infl_header_shape(w0, w1, kraft3) << k;
-			}
+			kiln_infl_window w = kiln_infl_window_at(in, len, byte);
+			for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++)
+				hits |= (uint32_t)kiln_infl_window_shape(&w, k, kraft3) << k;
 		}
 		uint32_t n = __popc(hits);
 		uint32_t incl = n; // the warp's offsets before this lane (an inclusive scan, then less n)

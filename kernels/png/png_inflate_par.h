@@ -165,6 +165,33 @@ KILN_HD int kiln_infl_header_shape(uint64_t w0, uint64_t w1, const uint16_t *kra
 	return (((w0 >> 1) & 3u) == 2u) & (((w0 >> 3) & 31u) <= 29u) & (((w0 >> 8) & 31u) <= 29u) & (kraft == 128u);
 }
 
+/* The bits the header test reads at the 8 bit offsets of one stream byte: the 136 from the
+ * byte on, zero past len (lo: bits 0-63, mid: 64-127, hi: the byte after them). */
+typedef struct kiln_infl_window {
+	uint64_t lo, mid, hi;
+} kiln_infl_window;
+
+KILN_HD kiln_infl_window kiln_infl_window_at(const uint8_t *in, uint64_t len, uint64_t byte)
+{
+	kiln_infl_window w = {0, 0, byte + 16 < len ? in[byte + 16] : 0u};
+	for (int i = 15; i >= 0; i--) {
+		uint64_t v = byte + (uint64_t)i < len ? in[byte + i] : 0u;
+		if (i >= 8)
+			w.mid = w.mid << 8 | v;
+		else
+			w.lo = w.lo << 8 | v;
+	}
+	return w;
+}
+
+/* kiln_infl_header_shape at bit k (0..7) of the window's byte. */
+KILN_HD int kiln_infl_window_shape(const kiln_infl_window *w, uint32_t k, const uint16_t *kraft3)
+{
+	uint64_t w0 = k ? w->lo >> k | w->mid << (64 - k) : w->lo;
+	uint64_t w1 = k ? w->mid >> k | w->hi << (64 - k) : w->mid;
+	return kiln_infl_header_shape(w0, w1, kraft3);
+}
+
 /* 1 when a dynamic-Huffman block header that kiln_infl_dynamic accepts starts at bit `bit`
  * of in[0, len) (BFINAL either way). Lengths are checked as they are read (a literal code
  * that is over-subscribed halfway is refused at once), without building tables: the

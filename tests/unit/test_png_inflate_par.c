@@ -350,19 +350,10 @@ static gpu_run gpu_like(const uint8_t *in, size_t len, uint64_t total, uint32_t 
 	found[nf++] = 0;
 	/* the scan's windows: 128 bits from each offset of a byte (pd_par_scan) */
 	for (size_t byte = 0; byte < len; byte++) {
-		uint64_t lo = 0, mid = 0, hi = byte + 16 < len ? in[byte + 16] : 0;
-		for (int i = 15; i >= 0; i--) {
-			uint64_t v = byte + (size_t)i < len ? in[byte + i] : 0;
-			if (i >= 8)
-				mid = mid << 8 | v;
-			else
-				lo = lo << 8 | v;
-		}
+		kiln_infl_window w = kiln_infl_window_at(in, len, byte);
 		for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++) {
-			uint64_t w0 = k ? lo >> k | mid << (64 - k) : lo;
-			uint64_t w1 = k ? mid >> k | hi << (64 - k) : mid;
 			uint64_t bit = 8 * (uint64_t)byte + k;
-			if (!kiln_infl_header_shape(w0, w1, kraft3) || !kiln_infl_block_start(in, len, bit))
+			if (!kiln_infl_window_shape(&w, k, kraft3) || !kiln_infl_block_start(in, len, bit))
 				continue;
 			if (nf == found_cap) {
 				found_cap *= 2;
