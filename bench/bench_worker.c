@@ -116,6 +116,7 @@ static void stats_minus(kiln_pipeline_stage_stats *a, const kiln_pipeline_stage_
 {
 	a->busy_s -= b->busy_s;
 	a->items -= b->items;
+	a->device_wait_s -= b->device_wait_s;
 }
 
 /* The inputs of the next runs, and how many distinct 2K files there are (fewer with
@@ -244,7 +245,13 @@ static void report_run(bench_section *sec, const worker_run *run)
 			 s->threads == 1 ? "" : "s");
 		snprintf(kiln, sizeof kiln, "busy %.2f s (%.0f%% of wall)", s->busy_s, util * 100);
 		snprintf(anchor, sizeof anchor, "alone: %.1f images/s", alone);
-		bench_row_text(sec, what, kiln, anchor, NULL);
+		/* the encode threads' share waiting for their GPUs: the rest is host work
+		 * (staging copies, launches, copies out) */
+		char wait[48] = "";
+		if (s->device_wait_s > 0)
+			snprintf(wait, sizeof wait, "%.0f%% waiting for the GPU",
+				 s->busy_s > 0 ? s->device_wait_s / s->busy_s * 100 : 0);
+		bench_row_text(sec, what, kiln, anchor, wait[0] ? wait : NULL);
 		if (util > limit_util) {
 			limit_util = util;
 			limit = i;

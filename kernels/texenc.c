@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "kernels/astc/astc.h"
 #include "kernels/bc1/bc1.h"
 #include "kernels/mip/mip.h"
@@ -112,6 +113,7 @@ struct kiln_texenc {
 	kiln_pool *copy_pool; /* a GPU's staging copies (owned) */
 	batch_slot slots[KILN_TEXENC_MAX_INFLIGHT];
 	uint64_t next_ticket;
+	uint64_t device_wait_ns; /* in gpu_collect's stream syncs */
 	char last_error[256];
 };
 
@@ -166,6 +168,11 @@ kiln_status kiln_texenc_set_opts(kiln_texenc *enc, const kiln_texenc_opts *opts)
 const char *kiln_texenc_last_error(const kiln_texenc *enc)
 {
 	return enc->last_error;
+}
+
+uint64_t kiln_texenc_device_wait_ns(const kiln_texenc *enc)
+{
+	return enc->device_wait_ns;
 }
 
 kiln_status kiln_texenc_create(const kiln_device *device, const kiln_texenc_opts *opts,
@@ -790,8 +797,10 @@ static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image 
 static kiln_status gpu_collect(kiln_texenc *enc, batch_slot *s)
 {
 	kiln_status st = gpu_step(s, kiln_gpu_use(enc->device.index), "select device");
+	uint64_t t0 = kiln_now_ns();
 	if (st == KILN_OK)
 		st = gpu_step(s, kiln_gpu_stream_sync(s->gpu.stream), "synchronize");
+	enc->device_wait_ns += kiln_now_ns() - t0;
 	if (st == KILN_OK)
 		st = gpu_png_collect(s);
 	if (st == KILN_OK) {

@@ -57,6 +57,10 @@ kiln_status kiln_texenc_set_opts(kiln_texenc *enc, const kiln_texenc_opts *opts)
  * message from before the device was reset. */
 const char *kiln_texenc_last_error(const kiln_texenc *enc);
 
+/* Nanoseconds the caller's collects have spent waiting for the device to finish batches
+ * (0 on the CPU backend): what of an encode thread's time is the GPU's, not the host's. */
+uint64_t kiln_texenc_device_wait_ns(const kiln_texenc *enc);
+
 /* Encodes count images. out[i] receives a texture whose levels are malloc'ed (release with
  * kiln_texture_free_levels); status[i] says whether image i was encoded. Returns KILN_OK
  * when the batch ran (some images may still have failed), or the error that stopped the

@@ -93,6 +93,7 @@ typedef struct stage {
 	unsigned started;
 	atomic_uint_fast64_t busy_ns;  /* time spent on items, all threads (kiln_pipeline_stats) */
 	atomic_uint_fast64_t items;
+	atomic_uint_fast64_t device_wait_ns; /* of busy_ns, in texenc collects' device waits */
 } stage;
 
 struct kiln_pipeline {
@@ -771,7 +772,9 @@ static void encode_finish(encoder *e)
 	kiln_status st = b->st;
 	const char *why = ""; /* the texenc's reason for a whole-batch failure */
 	if (st == KILN_OK) {
+		uint64_t waited = kiln_texenc_device_wait_ns(b->enc);
 		st = kiln_texenc_collect(b->enc, b->ticket, out, status);
+		atomic_fetch_add(&p->encode.device_wait_ns, kiln_texenc_device_wait_ns(b->enc) - waited);
 		if (st != KILN_OK)
 			why = kiln_texenc_last_error(b->enc);
 	} else {
@@ -1162,6 +1165,7 @@ static void stage_stats(stage *s, kiln_pipeline_stage_stats *out)
 	out->threads = s->nthreads;
 	out->busy_s = (double)atomic_load(&s->busy_ns) / 1e9;
 	out->items = atomic_load(&s->items);
+	out->device_wait_s = (double)atomic_load(&s->device_wait_ns) / 1e9;
 }
 
 void kiln_pipeline_stats_get(kiln_pipeline *p, kiln_pipeline_stats *out)

@@ -150,6 +150,7 @@ typedef struct kiln_pipeline_stage_stats {
 	unsigned threads;
 	double busy_s;
 	uint64_t items;           /* items that went through the stage's work */
+	double device_wait_s;     /* of busy_s, waiting for GPUs to finish batches (encode) */
 } kiln_pipeline_stage_stats;
 
 typedef struct kiln_pipeline_stats {

@@ -162,9 +162,13 @@ Test(texenc_gpu, pipelined_submit_collect_over_10_batches_matches_cpu, .timeout 
 		for (size_t i = 0; i < count[b]; i++)
 			kiln_image_free(&images[i]);
 	}
+	uint64_t waited = kiln_texenc_device_wait_ns(enc);
 	for (; next < NBATCH; next++)
 		cr_assert_eq(kiln_texenc_collect(enc, ticket[next], got[next], got_st[next]), KILN_OK, "batch %zu: %s",
 			     next, kiln_texenc_last_error(enc));
+	/* the last collects waited on the device's streams: counted (the worker's figures) */
+	cr_expect_gt(kiln_texenc_device_wait_ns(enc), waited);
+	cr_expect_eq(kiln_texenc_device_wait_ns(ref), 0u);
 	for (size_t b = 0; b < NBATCH; b++) {
 		for (size_t i = 0; i < count[b]; i++) {
 			cr_expect_eq(got_st[b][i], want_st[b][i], "batch %zu image %zu", b, i);

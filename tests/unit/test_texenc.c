@@ -195,6 +195,7 @@ Test(texenc, tickets_collect_in_any_order)
 	free_images(a, 2);
 	free_images(b, 1);
 	free_images(c, 3);
+	cr_expect_eq(kiln_texenc_device_wait_ns(enc), 0u, "the CPU backend waits for no device");
 	kiln_texenc_destroy(enc);
 }
 

@@ -378,6 +378,7 @@ Test(worker_pipeline, stats_account_every_stage)
 	cr_expect_eq(st.upload.items, 9);
 	cr_expect_geq(st.batches, 3);
 	cr_expect_leq(st.batches, 9);
+	cr_expect_eq(st.encode.device_wait_s, 0.0, "the CPU backend waits for no device");
 	cr_expect_eq(st.fetch.threads, 4);
 	cr_expect_eq(st.decode.threads, 2);
 	cr_expect_eq(st.encode.threads, 1);
