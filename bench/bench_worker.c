@@ -34,6 +34,7 @@
 #include "worker/pipeline.h"
 
 #define SHARD_ITEMS 32
+#define CPU_RUNS 2 /* CPU backend runs per setting and input group (the faster one kept) */
 
 /* What a run encodes to: BC1 DDS at two qualities, ASTC 4x4 .astc (the worker issue's
  * second end-to-end case), and PNG again (format png: bulk PNG transcoding). */
@@ -517,7 +518,25 @@ int bench_worker(const bench_opts *opts, const bench_set *set, bench_report *rep
 						run.devices[d] = (kiln_device){KILN_DEVICE_GPU, (int)d};
 					run.count = (opts->quick ? (g ? 32 : 96) : gpu_count) * run.ndevices;
 				}
-				kiln_status st = run_pipeline(opts, set, dir, &run, err, sizeof err);
+				/* The CPU backend twice (once with --quick), its faster run kept: its rate
+				 * moved by up to 38% between runs minutes apart on the 16-core GPU host,
+				 * and the GPU rows' ratios are taken against the faster one. */
+				kiln_status st = KILN_OK;
+				double tried[CPU_RUNS] = {0};
+				int runs = b == 0 && !opts->quick ? CPU_RUNS : 1;
+				for (int r = 0; r < runs && st == KILN_OK && !run.failed; r++) {
+					worker_run again = run;
+					st = run_pipeline(opts, set, dir, &again, err, sizeof err);
+					tried[r] = again.seconds > 0 ? (double)again.count / again.seconds : 0;
+					if (r == 0 || st != KILN_OK || again.failed || again.seconds < run.seconds)
+						run = again;
+				}
+				if (runs > 1 && st == KILN_OK && !run.failed) {
+					char what[160], rates[64];
+					snprintf(what, sizeof what, "%s: CPU backend runs (the faster one reported)", label);
+					snprintf(rates, sizeof rates, "%.1f / %.1f images/s", tried[0], tried[1]);
+					bench_row_text(sec[g][b], what, rates, NULL, NULL);
+				}
 				if (st != KILN_OK || run.failed) {
 					char what[160];
 					snprintf(what, sizeof what, "%s", label);
