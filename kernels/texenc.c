@@ -20,8 +20,11 @@
 /* Threads (besides the caller) that copy a GPU batch's inputs into pinned staging and its
  * blocks out of it: one thread copying 20 MB of PNG files in and 6 MB of BC1 blocks out
  * per batch of 32 Kodak images spent more time on the host than the GPU spent on the batch
- * with three in flight (docs/PERFORMANCE.md, worker). */
-#define GPU_COPY_THREADS 3
+ * with three in flight (docs/PERFORMANCE.md, worker). 7 against 3 (worker bench, BC1 fast,
+ * H100, two runs each): Kodak strip files 8,402 / 8,490 against 8,247 / 8,375 images/s,
+ * 2048x2048 strip files 631 / 614 against 583 / 572, where the copies are most of the
+ * encode thread's time; ordinary Kodak files, which wait for the GPU, the same. */
+#define GPU_COPY_THREADS 7
 
 /* Device-side buffers of one GPU, grown to the largest batch seen. */
 typedef struct gpu_buffers {
