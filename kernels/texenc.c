@@ -17,7 +17,7 @@
 #include "kernels/png/png_dec.h"
 
 #define ARENA_ALIGN 256 /* keeps every surface's rows aligned for wide device loads */
-/* Threads (besides the caller) that copy a GPU batch's inputs into pinned staging and its
+/* Threads (the caller among them) that copy a GPU batch's inputs into pinned staging and its
  * blocks out of it: one thread copying 20 MB of PNG files in and 6 MB of BC1 blocks out
  * per batch of 32 Kodak images spent more time on the host than the GPU spent on the batch
  * with three in flight (docs/PERFORMANCE.md, worker). 7 against 3 (worker bench, BC1 fast,
