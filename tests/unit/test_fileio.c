@@ -239,27 +239,38 @@ Test(fileio, many_threads_into_many_directories)
 
 #define WAITERS 6
 
-/* Writer a runs the directory's first fsync, held by the hook; WAITERS writers rename
- * meanwhile and wait; the hook opens. Returns with all joined. */
-static void held_first_fsync(writer *a, writer *w)
+/* Writer a runs dir's first fsync, held by the hook; WAITERS writers rename meanwhile and
+ * wait. Returns with the fsync still held (release_all opens it). */
+static void hold_first_fsync(const char *dir, writer *a, writer *w)
 {
 	hk_block = 1;
 	kiln_fileio_set_dir_sync(hook);
 	uint64_t r0 = renames();
-	start(a, root, "first");
+	start(a, dir, "first");
 	wait_until(calls_u64, 1);
 	for (int i = 0; i < WAITERS; i++) {
 		char name[32];
 		snprintf(name, sizeof name, "waiter%d", i);
-		start(&w[i], root, name);
+		start(&w[i], dir, name);
 	}
 	/* every waiter renamed and took its ticket while the first fsync is held */
 	wait_until(renames, r0 + 1 + WAITERS);
 	cr_expect_eq(hook_calls(), 1);
+}
+
+/* Opens the hook and joins the writers of hold_first_fsync. */
+static void release_all(writer *a, writer *w)
+{
 	hook_open();
 	pthread_join(a->tid, NULL);
 	for (int i = 0; i < WAITERS; i++)
 		pthread_join(w[i].tid, NULL);
+}
+
+static void held_first_fsync(writer *a, writer *w)
+{
+	hold_first_fsync(root, a, w);
+	release_all(a, w);
 }
 
 Test(fileio, writers_arriving_during_an_fsync_share_the_next_one)
@@ -303,24 +314,12 @@ Test(fileio, directory_moved_away_under_waiting_writers)
 	snprintf(dir, sizeof dir, "%s/out", root);
 	snprintf(moved, sizeof moved, "%s/moved", root);
 	cr_assert_eq(mkdir(dir, 0777), 0);
-	hk_block = 1;
-	kiln_fileio_set_dir_sync(hook);
-	uint64_t r0 = renames();
 	writer a, w[WAITERS];
-	start(&a, dir, "first");
-	wait_until(calls_u64, 1);
-	for (int i = 0; i < WAITERS; i++) {
-		char name[32];
-		snprintf(name, sizeof name, "waiter%d", i);
-		start(&w[i], dir, name);
-	}
-	wait_until(renames, r0 + 1 + WAITERS);
+	hold_first_fsync(dir, &a, w);
 	cr_assert_eq(rename(dir, moved), 0);
-	hook_open();
-	pthread_join(a.tid, NULL);
+	release_all(&a, w);
 	cr_expect_eq(a.st, KILN_ERR_NOT_FOUND);
 	for (int i = 0; i < WAITERS; i++) {
-		pthread_join(w[i].tid, NULL);
 		cr_expect_eq(w[i].st, KILN_ERR_NOT_FOUND, "waiter %d told %d", i, w[i].st);
 		/* renamed, just not known durable */
 		char path[256];
