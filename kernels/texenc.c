@@ -376,7 +376,6 @@ static void bind_plan(batch_plan *plan, const kiln_texture *tex, const uint8_t *
 	}
 }
 
-/* Copies the host pixels of every base level (images the GPU decodes have none). */
 /* A batch's host copies, levels (or files) spread over a pool. */
 typedef struct copy_run {
 	const batch_plan *plan;
@@ -402,6 +401,7 @@ static void copy_base_range(void *ctx, size_t begin, size_t end)
 	}
 }
 
+/* Copies the host pixels of every base level (images the GPU decodes have none). */
 static void copy_base_levels(kiln_pool *pool, const batch_plan *plan, const kiln_image *images, uint8_t *arena)
 {
 	copy_run r = {.plan = plan, .images = images, .arena = arena};
