@@ -78,25 +78,19 @@ static int kiln_fuzz_par_place(kiln_inflate_tables *t, const uint8_t *in, size_t
 	return 1;
 }
 
-/* Steps 1-6 of png_inflate_par.h on in[0, len) into out[0, total), one after the other,
- * with a mid entry every `spacing` bits (0: none), pieces split past `target` symbols
- * (0: never) and slots of scale / 256 symbols per stream bit and pad per entry. */
-static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *out, uint64_t total,
-					uint64_t spacing, uint64_t target, uint32_t scale, uint32_t pad)
+/* Steps 1b-6 of png_inflate_par.h on in[0, len) into out[0, total), one after the other,
+ * from the sorted candidates cand[0, nc) (bit 0 first), with at most cap entries, a mid
+ * entry every `spacing` bits (0: none), pieces split past `target` symbols (0: never) and
+ * slots of scale / 256 symbols per stream bit and pad per entry, the slot area sized for
+ * area_entries entries (0: those there are). */
+static par_result kiln_fuzz_par_steps(const uint8_t *in, size_t len, uint8_t *out, uint64_t total,
+				      const uint64_t *cand, uint32_t nc, uint32_t cap, uint64_t spacing,
+				      uint64_t target, uint32_t scale, uint32_t pad, uint32_t area_entries)
 {
 	par_result r = {0};
 	kiln_inflate_tables *t = malloc(sizeof *t);
-	uint64_t *cand = malloc(sizeof *cand * (8 * len + 1));
-	KILN_FUZZ_PAR_CHECK(t && cand);
-	uint32_t nc = 0;
-	cand[nc++] = 0;
-	for (uint64_t bit = 1; bit < 8 * (uint64_t)len; bit++)
-		if (kiln_infl_block_start(in, len, bit))
-			cand[nc++] = bit;
-	uint32_t cap = nc + (spacing ? (uint32_t)(8 * (uint64_t)len / spacing) : 0) + 1;
-	cap += cap; /* room for kiln_infl_refine */
 	kiln_infl_entry *e = malloc(sizeof *e * cap), *refined = malloc(sizeof *e * cap);
-	KILN_FUZZ_PAR_CHECK(e && refined);
+	KILN_FUZZ_PAR_CHECK(t && e && refined);
 	uint32_t n = kiln_infl_entries(cand, nc, len, spacing, e, cap);
 	KILN_FUZZ_PAR_CHECK(n >= nc && n <= cap && e[0].bit == 0 && e[0].src == 0);
 	for (uint32_t i = 1; i < n; i++)
@@ -122,7 +116,7 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 	uint32_t *order = calloc(n, sizeof *order);
 	uint64_t *base = calloc(n, sizeof *base);
 	uint16_t *sym = malloc(2 * (size_t)total + 2);
-	size_t area_len = (size_t)kiln_infl_slot_area(len, total, n, scale, pad);
+	size_t area_len = (size_t)kiln_infl_slot_area(len, total, area_entries ? area_entries : n, scale, pad);
 	uint16_t *area = malloc(2 * area_len + 2);
 	KILN_FUZZ_PAR_CHECK(seg && dec && order && base && sym && area);
 	kiln_infl_slots(e, n, len, scale, pad, area_len);
@@ -162,7 +156,6 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 	r.entries = n;
 	r.segments = k;
 	free(t);
-	free(cand);
 	free(e);
 	free(refined);
 	free(seg);
@@ -172,6 +165,24 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 	free(base);
 	free(sym);
 	free(area);
+	return r;
+}
+
+/* Steps 1-6 with every block header found as a candidate (kiln_fuzz_par_steps). */
+static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *out, uint64_t total,
+					uint64_t spacing, uint64_t target, uint32_t scale, uint32_t pad)
+{
+	uint64_t *cand = malloc(sizeof *cand * (8 * len + 1));
+	KILN_FUZZ_PAR_CHECK(cand);
+	uint32_t nc = 0;
+	cand[nc++] = 0;
+	for (uint64_t bit = 1; bit < 8 * (uint64_t)len; bit++)
+		if (kiln_infl_block_start(in, len, bit))
+			cand[nc++] = bit;
+	uint32_t cap = nc + (spacing ? (uint32_t)(8 * (uint64_t)len / spacing) : 0) + 1;
+	cap += cap; /* room for kiln_infl_refine */
+	par_result r = kiln_fuzz_par_steps(in, len, out, total, cand, nc, cap, spacing, target, scale, pad, 0);
+	free(cand);
 	return r;
 }
 

@@ -384,61 +384,11 @@ static gpu_run gpu_like(const uint8_t *in, size_t len, uint64_t total, uint32_t 
 			}
 	}
 	uint32_t cap = kiln_infl_ent_cap(len, total);
-	kiln_infl_entry *e = malloc(sizeof *e * cap), *moved = malloc(sizeof *e * cap);
-	uint32_t *skip = calloc(cap, sizeof *skip);
-	cr_assert(e && moved && skip);
-	uint32_t n = kiln_infl_entries(found, nc, len, g.overflow ? 0 : KILN_INFL_PAR_SPACING, e, cap);
-	cr_assert_lt(n, cap, "the entries fit their cap");
-	for (uint32_t i = 0; i < n; i++)
-		kiln_infl_probe(t, in, len, e, n, i);
-	uint32_t before_refine = n;
-	n = kiln_infl_refine(e, n, cap, len, g.overflow ? 0 : KILN_INFL_PAR_TARGET, skip, moved);
-	kiln_infl_entry *swap = e;
-	e = moved;
-	moved = swap;
-	for (uint32_t i = 0; i < n; i++)
-		if (e[i].probes == KILN_INFL_UNPROBED)
-			kiln_infl_probe(t, in, len, e, n, i);
-	r->refined = n - before_refine;
-	kiln_infl_seg *seg = calloc(n, sizeof *seg), *dec = calloc(n, sizeof *dec);
-	uint32_t *order = calloc(n, sizeof *order);
-	uint64_t *base = calloc(n, sizeof *base);
-	uint16_t *sym = malloc(2 * (size_t)total + 2);
-	size_t area_len = (size_t)kiln_infl_slot_area(len, total, cap, scale, pad);
-	uint16_t *area = malloc(2 * area_len + 2);
 	uint8_t *out = malloc(total + 16);
-	cr_assert(seg && dec && order && base && sym && area && out);
-	kiln_infl_slots(e, n, len, scale, pad, area_len);
-	for (uint32_t i = 0; i < n; i++)
-		kiln_infl_piece(t, in, len, e, n, i, 0, area + e[i].slot, e[i].slot_cap, KILN_INFL_BASE_UNKNOWN, total,
-				&seg[i]);
-	uint32_t k = kiln_infl_chain(seg, e, n, total, order, base, skip);
-	for (uint32_t i = 0; i < k; i++) {
-		uint32_t c = order[i];
-		r->placed += kiln_fuzz_par_place(t, in, len, e, n, seg, area + e[c].slot, c, skip[c], base[c], total, sym,
-						 &dec[c]);
-		r->longest = dec[c].out_len > r->longest ? dec[c].out_len : r->longest;
-	}
-	r->rc = kiln_infl_verdict(dec, order, k, &r->out_len, &r->used);
-	if (r->rc == KILN_INFL_GAVE_UP) { /* pd_finish's fallback */
-		size_t ol = 0, used = 0;
-		int fin = 0;
-		r->rc = kiln_inflate_raw(t, in, len, out, total, &ol, &used, 0, &fin);
-		r->out_len = ol;
-		r->used = used;
-		r->serial = 1;
-		k = 0;
-	}
-	for (uint32_t i = 0; i < k; i++) {
-		uint32_t c = order[i];
-		uint64_t end = base[c] + dec[c].out_len;
-		end = end < r->out_len ? end : r->out_len;
-		for (uint64_t p = base[c]; p < end; p++)
-			out[p] = kiln_infl_resolve(sym[p], out, base[c]);
-	}
-	r->candidates = nc;
-	r->entries = n;
-	r->segments = k;
+	cr_assert(out);
+	*r = kiln_fuzz_par_steps(in, len, out, total, found, nc, cap, g.overflow ? 0 : KILN_INFL_PAR_SPACING,
+				 g.overflow ? 0 : KILN_INFL_PAR_TARGET, scale, pad, cap);
+	cr_assert_lt(r->entries - r->refined, cap, "the entries fit their cap");
 	/* the serial inflater's verdict and bytes */
 	uint8_t *ref = malloc(total + 16);
 	cr_assert(ref);
@@ -452,15 +402,6 @@ static gpu_run gpu_like(const uint8_t *in, size_t len, uint64_t total, uint32_t 
 	free(ref);
 	free(t);
 	free(found);
-	free(e);
-	free(moved);
-	free(skip);
-	free(seg);
-	free(dec);
-	free(order);
-	free(base);
-	free(sym);
-	free(area);
 	free(out);
 	cr_log_info("gpu_like: %zu bytes -> %llu, cap %u: %u candidates found, %u kept, %u entries (%u refined), %u pieces, "
 		    "%u placed, longest %llu, serial %d",
