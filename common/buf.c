@@ -18,6 +18,17 @@ void kiln_buf_init(kiln_buf *buf, size_t max)
 	buf->max = max;
 }
 
+/* Moves the storage to exactly cap bytes (cap >= len). */
+static kiln_status buf_resize(kiln_buf *buf, size_t cap)
+{
+	uint8_t *data = realloc(buf->data, cap ? cap : 1);
+	if (!data)
+		return KILN_ERR_NOMEM;
+	buf->data = data;
+	buf->cap = cap;
+	return KILN_OK;
+}
+
 kiln_status kiln_buf_reserve(kiln_buf *buf, size_t extra)
 {
 	if (extra > buf->max || buf->len > buf->max - extra)
@@ -28,14 +39,7 @@ kiln_status kiln_buf_reserve(kiln_buf *buf, size_t extra)
 	size_t cap = buf->cap ? buf->cap : 256;
 	while (cap < need)
 		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-	if (cap > buf->max)
-		cap = buf->max;
-	uint8_t *data = realloc(buf->data, cap ? cap : 1);
-	if (!data)
-		return KILN_ERR_NOMEM;
-	buf->data = data;
-	buf->cap = cap;
-	return KILN_OK;
+	return buf_resize(buf, cap > buf->max ? buf->max : cap);
 }
 
 kiln_status kiln_buf_append(kiln_buf *buf, const void *data, size_t len)
@@ -101,15 +105,8 @@ kiln_status kiln_buf_read_file(kiln_buf *buf, const char *path)
 		size_t room = buf->max - buf->len;
 		uint64_t want = (uint64_t)sb.st_size + 1;
 		size_t need = buf->len + (want < room ? (size_t)want : room);
-		if (need > buf->cap) {
-			uint8_t *data = realloc(buf->data, need);
-			if (!data) {
-				st = KILN_ERR_NOMEM;
-				goto fail;
-			}
-			buf->data = data;
-			buf->cap = need;
-		}
+		if (need > buf->cap && (st = buf_resize(buf, need)) != KILN_OK)
+			goto fail;
 	}
 	for (;;) {
 		size_t room = buf->max - buf->len;
