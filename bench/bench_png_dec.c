@@ -331,9 +331,14 @@ fail:
  * one a stream, until all streams are done; so one batch's tail (its last strips, the
  * de-filter's last bands) overlaps the next batch's work. Every stream's last batch is
  * checked against the CPU decoder. Returns < 0 on failure. */
-static double gpu_flight_rate(const bench_opts *opts, pd_set *s, int flight, int *failed)
+static double gpu_flight_rate(const bench_opts *opts, pd_set *s, int flight, int *failed, unsigned legacy)
 {
 	struct gpu_run *g = calloc((size_t)flight, sizeof *g);
+#ifdef KILN_HAVE_CUDA
+	kiln_pngdec_gpu_debug(legacy);
+#else
+	(void)legacy;
+#endif
 	double rate = -1, t[64];
 	int reps = opts->reps < 1 ? 1 : opts->reps > 64 ? 64 : opts->reps;
 	int rounds = opts->gpu_launches < 1 ? 1 : opts->gpu_launches;
@@ -369,6 +374,9 @@ fail:
 	for (int k = 0; k < flight; k++)
 		gpu_free(&g[k]);
 	free(g);
+#ifdef KILN_HAVE_CUDA
+	kiln_pngdec_gpu_debug(0);
+#endif
 	return rate;
 }
 
@@ -487,7 +495,7 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 		const char *ph = getenv("KILN_BENCH_PNGDEC_PHASES");
 		char phases[768] = "";
 		double gk = kiln_gpu_count() > 0 ? gpu_rate(opts, s, &failed, ph ? phases : NULL, sizeof phases, 0) : -1;
-		double gf = gk > 0 && flight > 1 ? gpu_flight_rate(opts, s, flight, &failed) : -1;
+		double gf = gk > 0 && flight > 1 ? gpu_flight_rate(opts, s, flight, &failed, 0) : -1;
 		double sub_ms = 0, col_ms = 0;
 		double te = gk > 0 ? texenc_rate(opts, s, &sub_ms, &col_ms, &failed) : -1;
 #ifdef KILN_HAVE_CUDA
@@ -509,7 +517,8 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 					break;
 				char ab[768] = "";
 				double r = gpu_rate(&quick, s, &failed, ab, sizeof ab, (unsigned)v);
-				fprintf(stderr, "  flags %lu: %.0f MB/s (%s)\n", v, r, ab);
+				double rf = flight > 1 ? gpu_flight_rate(opts, s, flight, &failed, (unsigned)v) : -1;
+				fprintf(stderr, "  flags %lu: %.0f MB/s, %d in flight %.0f MB/s (%s)\n", v, r, flight, rf, ab);
 				fl = *endp == ',' ? endp + 1 : endp;
 			}
 		}

@@ -69,6 +69,15 @@ kiln_status kiln_pngdec_zlib_stream(const uint8_t *data, const kiln_pngdec_info 
 kiln_status kiln_pngdec_inflate(const kiln_pngdec_info *info, const uint8_t *z, uint8_t *filt, char *err,
 				size_t cap);
 
+/* Whether a zlib stream (z: its 2-byte header) declares the 32 KiB window (CINFO 7), the
+ * only one kiln's inflaters settle alone: with a smaller one, zlib (which libpng drives)
+ * refuses some distances past it that kiln's inflater does not model, so such streams take
+ * the replay of kiln_pngdec_inflate on the CPU, strips or not (one rule for every path). */
+KILN_HD int kiln_pngdec_full_window(const uint8_t *z)
+{
+	return (z[0] >> 4) == 7;
+}
+
 /* Where a whole zlib stream (z, zlib_size bytes with its 2-byte header; not kiSt strips)
  * stands after kiln's inflater ran over it into the image's filtered_size bytes (rc,
  * out_len and used as kiln_inflate_raw with strip 0 gives them, which the GPU's inflaters
@@ -89,7 +98,7 @@ KILN_HD kiln_status kiln_pngdec_stream_verdict(int rc, uint64_t out_len, uint64_
 		return rc == KILN_INFL_OK || rc == KILN_INFL_OUTPUT_FULL || rc == KILN_INFL_ERR_TRUNCATED
 			       ? KILN_ERR_TRUNCATED
 			       : KILN_ERR_CORRUPT;
-	if (rc == KILN_INFL_OK && (z[0] >> 4) == 7 && zlib_size - 2 - used >= 4 &&
+	if (rc == KILN_INFL_OK && kiln_pngdec_full_window(z) && zlib_size - 2 - used >= 4 &&
 	    kiln_png_be32(z + 2 + used) == adler)
 		return KILN_OK;
 	return KILN_ERR_UNSUPPORTED;

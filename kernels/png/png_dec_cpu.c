@@ -458,7 +458,7 @@ static kiln_status decode_probed(const uint8_t *data, const kiln_pngdec_info *pr
 		st = KILN_ERR_NOMEM;
 		goto fail;
 	}
-	if (info.strips > 1 && (z[0] >> 4) == 7) { /* other windows: see kiln_pngdec_inflate */
+	if (info.strips > 1 && kiln_pngdec_full_window(z)) { /* other windows: see kiln_pngdec_inflate */
 		int r = decode_strips(data, &info, z, filt, rgba, stride, pool, &st, err, err_cap);
 		if (r != 0)
 			goto fail; /* decoded (st OK) or a definite error */

@@ -548,6 +548,26 @@ __device__ static void warp_refill(kiln_bits *b, const uint32_t nx[3], size_t *n
 	*nx_pos = SIZE_MAX;
 }
 
+// A window's entry at bit offset p (held by lane p % 32 in e_lo for p < 32, in e_hi above)
+// as a literal pair when it is a literal whose next symbol, also in the window, is one
+// too: INFL_PAIR, both codes' bits in bits 0-7, the first code's in 12-15, the literals in
+// 16-23 and 24-31. The walk then takes two literals a step where both end within the bit
+// count and the batch has room for both, and the first alone otherwise: the symbols and
+// the bits consumed are those of two single steps. Photographs' filtered bytes are mostly
+// literals, and a step of the walk is a chain of dependent shuffles. Every lane takes
+// part in the shuffles (they read e_lo and e_hi as they were).
+#define INFL_PAIR 3u
+__device__ static uint32_t literal_pair(uint32_t e, uint32_t e_lo, uint32_t e_hi, uint32_t p)
+{
+	uint32_t q = p + (e & 0xFFu); // where the next symbol starts
+	uint32_t lo = __shfl_sync(FULL_MASK, e_lo, q & 31u), hi = __shfl_sync(FULL_MASK, e_hi, q & 31u);
+	uint32_t next = q < 32 ? lo : hi;
+	if (KILN_INFL_KIND(e) != KILN_INFL_LIT || q >= 64 || KILN_INFL_KIND(next) != KILN_INFL_LIT)
+		return e;
+	return (next >> 16 & 0xFFu) << 24 | (e >> 16 & 0xFFu) << 16 | (e & 0xFFu) << 12 | INFL_PAIR << 8 |
+	       ((e & 0xFFu) + (next & 0xFFu));
+}
+
 // Inflates raw deflate in[0, len) into out[0, cap) with one warp: the semantics of
 // kiln_inflate_raw (same results, same output bytes), plus the Adler-32 of the output.
 // Every lane runs the decoder on the same state; block headers go through
@@ -572,7 +592,7 @@ __device__ static void warp_refill(kiln_bits *b, const uint32_t nx[3], size_t *n
 //    its bytes.
 // flags: 1 one symbol at a time (no window walk), 4 clock counts, 8 matches one after
 // another by the whole warp (no rounds), 128 the walk over 32-bit windows, 512 no refill
-// words loaded a window ahead (A/B).
+// words loaded a window ahead, 1024 no literal pairs (A/B).
 __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *in, size_t len, uint8_t *out,
 						 size_t cap, int strip, int flags)
 {
@@ -705,6 +725,11 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					ek1 = w->lit[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_LIT_BITS) - 1)];
 					dk1 = w->dist[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_DIST_BITS) - 1)];
 				}
+				if (!(flags & 1024)) {
+					uint32_t pk = literal_pair(ek, ek, ek1, lane), pk1 = literal_pair(ek1, ek, ek1, lane + 32);
+					ek = pk;
+					ek1 = pk1;
+				}
 				if (!(flags & 512) && b.end - b.pos >= 8) {
 					// the words of the next refill (its position is b.pos: refills alone
 					// move it), loaded now and used a window later
@@ -732,6 +757,19 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					// one shuffle (two shuffles and a select after took more issue slots)
 					uint32_t e = __shfl_sync(FULL_MASK, pos < 32 ? ek : ek1, pos & 31u);
 					uint32_t kind = KILN_INFL_KIND(e), eb = e & 0xFFu;
+					if (kind == INFL_PAIR) {
+						if (pos + eb <= cnt && o + 1 < lim) {
+							if (lane == 0) {
+								w->ring[o & (RING - 1)] = (uint8_t)(e >> 16);
+								w->ring[(o + 1) & (RING - 1)] = (uint8_t)(e >> 24);
+							}
+							o += 2;
+							pos += eb;
+							continue;
+						}
+						kind = KILN_INFL_LIT; // the first literal alone, as without pairs
+						eb = (e >> 12) & 15u;
+					}
 					if (kind == KILN_INFL_LIT && pos + eb <= cnt) {
 						if (lane == 0)
 							w->ring[o & (RING - 1)] = (uint8_t)(e >> 16);
@@ -1622,7 +1660,7 @@ pd_finish(const pd_file *files, uint32_t count, uint32_t *status, infl_slots sl,
 	}
 	// The CPU path takes the strips only with a 32 KiB window (kiln_pngdec_inflate says
 	// why): with another, the whole stream's verdict sends the file there.
-	if (ok && total == f->zlib_adler && (f->zlib[0] >> 4) == 7)
+	if (ok && total == f->zlib_adler && kiln_pngdec_full_window(f->zlib))
 		return;
 	// The strips do not decode as the kiSt chunk says, or the parallel inflate of a file
 	// without strips gave up (png_inflate_par.h, KILN_INFL_ROAM): the whole stream, serially.
@@ -2002,7 +2040,7 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 	if (strips == 0)
 		return KILN_OK;
 	uint32_t c32 = (uint32_t)count;
-	int flags = (int)(g_debug & 653u), timed = (g_debug & 2u) && g_ev[4];
+	int flags = (int)(g_debug & 1677u), timed = (g_debug & 2u) && g_ev[4];
 	// the most shared memory an SM can give (on the current device): the inflate kernels'
 	// resident warps are bounded by it; a refusal costs only speed (its error is cleared)
 	if (cudaFuncSetAttribute(pd_inflate, cudaFuncAttributePreferredSharedMemoryCarveout,
