@@ -99,6 +99,7 @@ typedef struct stage {
 struct kiln_pipeline {
 	kiln_pipeline_config cfg;
 	kiln_pool *cpu_pool;     /* the CPU backend's encode pool */
+	unsigned gpus;           /* GPU devices among cfg.devices */
 	pthread_mutex_t lock;    /* active shards, pixel budget */
 	pthread_cond_t changed;  /* a shard ended or budget was released */
 	shard *active;
@@ -503,12 +504,9 @@ static bool decode_on_gpu(const kiln_pipeline *p, const item *it, const kiln_png
 	if (p->cfg.png_decoder != KILN_PNG_DECODER_KILN || !kiln_texenc_png_gpu_decodes(info) ||
 	    it->shard->measure_psnr || !kiln_texenc_gpu_supported(it->shard->opts.format))
 		return false;
-	unsigned gpus = 0;
-	for (size_t d = 0; d < p->cfg.ndevices; d++)
-		gpus += p->cfg.devices[d].kind == KILN_DEVICE_GPU;
-	if (it->shard->opts.format == KILN_TEXFMT_ASTC && p->decode.nthreads >= ASTC_HOST_DECODERS_PER_GPU * gpus)
+	if (it->shard->opts.format == KILN_TEXFMT_ASTC && p->decode.nthreads >= ASTC_HOST_DECODERS_PER_GPU * p->gpus)
 		return false;
-	return gpus > 0;
+	return p->gpus > 0;
 }
 
 static void png_opts_of(const kiln_pipeline *p, const shard *sh, kiln_png_transcode_opts *opts)
@@ -1038,8 +1036,10 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 	/* The CPU backend's pool, for a CPU device's encoders; a pipeline of GPUs only has
 	 * none (their encoders take a NULL pool). */
 	bool cpu_device = false;
-	for (size_t d = 0; d < cfg->ndevices; d++)
+	for (size_t d = 0; d < cfg->ndevices; d++) {
 		cpu_device |= cfg->devices[d].kind == KILN_DEVICE_CPU;
+		p->gpus += cfg->devices[d].kind == KILN_DEVICE_GPU;
+	}
 	if (cpu_device && (st = kiln_pool_create(cfg->cpu_threads, &p->cpu_pool)) != KILN_OK) {
 		kiln_msgf(msg, msg_cap, "cannot start the CPU encoder threads");
 		goto fail;

@@ -57,22 +57,39 @@ static void load_corpus(corpus *c)
 	cr_assert(png_break_idat(bad->data, bad->len, 100, 37, 0xa5));
 }
 
-static void run(kiln_texfmt format, size_t batch)
+/* The same texture options (fast, mipmaps) on the GPU and on the CPU backend. */
+typedef struct encoder_pair {
+	kiln_pool *pool;
+	kiln_texenc *gpu, *cpu;
+} encoder_pair;
+
+static void pair_create(encoder_pair *e, kiln_texfmt format)
 {
-	gpu_test_require("texenc_png_gpu");
-	static corpus c;
-	load_corpus(&c);
 	kiln_texenc_opts opts;
 	kiln_texenc_opts_default(&opts);
 	opts.format = format;
 	opts.quality = KILN_QUALITY_FAST;
 	opts.mipmaps = true;
 	kiln_device gpu = {KILN_DEVICE_GPU, 0}, cpu = {KILN_DEVICE_CPU, 0};
-	kiln_pool *pool;
-	cr_assert_eq(kiln_pool_create(0, &pool), KILN_OK);
-	kiln_texenc *genc, *cenc;
-	cr_assert_eq(kiln_texenc_create(&gpu, &opts, NULL, &genc), KILN_OK, "%s", kiln_gpu_last_error());
-	cr_assert_eq(kiln_texenc_create(&cpu, &opts, pool, &cenc), KILN_OK);
+	cr_assert_eq(kiln_pool_create(0, &e->pool), KILN_OK);
+	cr_assert_eq(kiln_texenc_create(&gpu, &opts, NULL, &e->gpu), KILN_OK, "%s", kiln_gpu_last_error());
+	cr_assert_eq(kiln_texenc_create(&cpu, &opts, e->pool, &e->cpu), KILN_OK);
+}
+
+static void pair_destroy(encoder_pair *e)
+{
+	kiln_texenc_destroy(e->gpu);
+	kiln_texenc_destroy(e->cpu);
+	kiln_pool_destroy(e->pool);
+}
+
+static void run(kiln_texfmt format, size_t batch)
+{
+	gpu_test_require("texenc_png_gpu");
+	static corpus c;
+	load_corpus(&c);
+	encoder_pair e;
+	pair_create(&e, format);
 	size_t gpu_decoded = 0;
 	for (size_t first = 0; first < c.n; first += batch) {
 		size_t n = c.n - first < batch ? c.n - first : batch;
@@ -89,8 +106,8 @@ static void run(kiln_texfmt format, size_t batch)
 			dec[i] = kiln_png_decode(f->data, f->len, NULL, &images[i], NULL, 0);
 		}
 		uint64_t ticket;
-		cr_assert_eq(kiln_texenc_submit_png(genc, files, n, &ticket), KILN_OK);
-		cr_assert_eq(kiln_texenc_collect(genc, ticket, gtex, gst), KILN_OK, "%s", kiln_texenc_last_error(genc));
+		cr_assert_eq(kiln_texenc_submit_png(e.gpu, files, n, &ticket), KILN_OK);
+		cr_assert_eq(kiln_texenc_collect(e.gpu, ticket, gtex, gst), KILN_OK, "%s", kiln_texenc_last_error(e.gpu));
 		/* the reference: libpng's pixels through the CPU backend, one image at a time */
 		for (size_t i = 0; i < n; i++) {
 			const char *name = c.names[first + i];
@@ -99,7 +116,7 @@ static void run(kiln_texfmt format, size_t batch)
 				cr_expect_neq(gst[i], KILN_OK, "%s decoded on the GPU", name);
 				continue;
 			}
-			cr_assert_eq(kiln_texenc_encode(cenc, &images[i], 1, &ctex[i], &cst[i]), KILN_OK);
+			cr_assert_eq(kiln_texenc_encode(e.cpu, &images[i], 1, &ctex[i], &cst[i]), KILN_OK);
 			cr_assert_eq(gst[i], KILN_OK, "%s: %s", name, kiln_strerror(gst[i]));
 			cr_assert_eq(gtex[i].num_levels, ctex[i].num_levels, "%s", name);
 			for (uint32_t l = 0; l < gtex[i].num_levels; l++)
@@ -112,9 +129,7 @@ static void run(kiln_texfmt format, size_t batch)
 		}
 	}
 	cr_expect_gt(gpu_decoded, 24, "the Kodak files and the 8-bit PngSuite files go to the GPU decoder");
-	kiln_texenc_destroy(genc);
-	kiln_texenc_destroy(cenc);
-	kiln_pool_destroy(pool);
+	pair_destroy(&e);
 	for (size_t i = 0; i < c.n; i++)
 		kiln_buf_free(&c.files[i]);
 }
@@ -189,19 +204,10 @@ static void irregular(kiln_texfmt format)
 		set[i] = (kiln_texenc_png){.data = bufs[i].data, .size = bufs[i].len};
 		cr_assert_eq(kiln_pngdec_probe(bufs[i].data, bufs[i].len, NULL, &set[i].info, NULL, 0), KILN_OK);
 	}
-	kiln_texenc_opts opts;
-	kiln_texenc_opts_default(&opts);
-	opts.format = format;
-	opts.quality = KILN_QUALITY_FAST;
-	opts.mipmaps = true;
-	kiln_device gpu = {KILN_DEVICE_GPU, 0}, cpu = {KILN_DEVICE_CPU, 0};
-	kiln_pool *pool;
-	cr_assert_eq(kiln_pool_create(0, &pool), KILN_OK);
-	kiln_texenc *genc, *cenc;
-	cr_assert_eq(kiln_texenc_create(&gpu, &opts, NULL, &genc), KILN_OK, "%s", kiln_gpu_last_error());
-	cr_assert_eq(kiln_texenc_create(&cpu, &opts, pool, &cenc), KILN_OK);
-	texenc_all(genc, set, n, 40, gst, gtex);
-	texenc_all(cenc, set, n, 40, cst, ctex);
+	encoder_pair e;
+	pair_create(&e, format);
+	texenc_all(e.gpu, set, n, 40, gst, gtex);
+	texenc_all(e.cpu, set, n, 40, cst, ctex);
 	size_t ok = 0, refused = 0;
 	for (size_t i = 0; i < n; i++) {
 		cr_assert_eq(gst[i], cst[i], "file %zu (%ux%u): GPU %s, CPU %s", i, set[i].info.width, set[i].info.height,
@@ -221,9 +227,7 @@ static void irregular(kiln_texfmt format)
 	}
 	cr_expect_gt(ok, 40);
 	cr_expect_gt(refused, 20);
-	kiln_texenc_destroy(genc);
-	kiln_texenc_destroy(cenc);
-	kiln_pool_destroy(pool);
+	pair_destroy(&e);
 	for (size_t i = 0; i < n; i++)
 		kiln_buf_free(&bufs[i]);
 }
