@@ -176,11 +176,6 @@ static kiln_status run_pipeline(const bench_opts *opts, const bench_set *set, co
 	const char *up = getenv("KILN_BENCH_WORKER_UPLOADERS");
 	if (up && atoi(up) > 0)
 		cfg.upload_threads = (unsigned)atoi(up);
-	/* KILN_BENCH_WORKER_HOST_DECODERS: decode threads that may decode for busy GPUs (default:
-	 * the pipeline's) */
-	const char *hd = getenv("KILN_BENCH_WORKER_HOST_DECODERS");
-	if (hd && atoi(hd) > 0)
-		cfg.host_decoders = (unsigned)atoi(hd);
 	kiln_pipeline *p;
 	kiln_status st = kiln_pipeline_create(&cfg, &p, err, err_cap);
 	if (st != KILN_OK)
@@ -214,7 +209,6 @@ static kiln_status run_pipeline(const bench_opts *opts, const bench_set *set, co
 	stats_minus(&run->stats.encode, &before.encode);
 	stats_minus(&run->stats.upload, &before.upload);
 	run->stats.batches -= before.batches;
-	run->stats.host_decoded -= before.host_decoded;
 	kiln_pipeline_destroy(p);
 	run->failed = outcome.failed;
 	if (run->failed)
@@ -254,14 +248,10 @@ static void report_run(bench_section *sec, const worker_run *run)
 		snprintf(anchor, sizeof anchor, "alone: %.1f images/s", alone);
 		/* the encode threads' share waiting for their GPUs: the rest is host work
 		 * (staging copies, launches, copies out) */
-		char wait[64] = "";
+		char wait[48] = "";
 		if (s->device_wait_s > 0)
 			snprintf(wait, sizeof wait, "%.0f%% waiting for the GPU",
 				 s->busy_s > 0 ? s->device_wait_s / s->busy_s * 100 : 0);
-		/* files the GPUs could have decoded that the host decoded while they were busy */
-		if (i == 1 && run->stats.host_decoded)
-			snprintf(wait, sizeof wait, "%.0f%% of the files decoded here for busy GPUs",
-				 s->items ? (double)run->stats.host_decoded / (double)s->items * 100 : 0);
 		bench_row_text(sec, what, kiln, anchor, wait[0] ? wait : NULL);
 		if (util > limit_util) {
 			limit_util = util;

@@ -100,9 +100,6 @@ struct kiln_pipeline {
 	kiln_pipeline_config cfg;
 	kiln_pool *cpu_pool;     /* the CPU backend's encode pool */
 	unsigned gpus;           /* GPU devices among cfg.devices */
-	unsigned host_decoders;  /* cfg.host_decoders resolved */
-	atomic_uint host_decoding;        /* decode threads decoding for a busy GPU now */
-	atomic_uint_fast64_t host_decoded; /* files so decoded */
 	pthread_mutex_t lock;    /* active shards, pixel budget */
 	pthread_cond_t changed;  /* a shard ended or budget was released */
 	shard *active;
@@ -173,88 +170,50 @@ static bool queue_push(queue *q, item *it)
 	return ok;
 }
 
-static size_t queue_length(queue *q)
-{
-	pthread_mutex_lock(&q->lock);
-	size_t n = q->count;
-	pthread_mutex_unlock(&q->lock);
-	return n;
-}
+/* Takes at least one and at most max items, waiting for the first; further items are
+ * taken only while they are already queued and match(first, next) holds (NULL: any).
+ * Returns 0 once the queue is closed and empty. */
+typedef bool (*item_match_fn)(const item *first, const item *next);
 
-/* How a queued item stands to a batch that begins with `first`: it joins it, it is of
- * another kind that may wait behind the batch (taken by a later one: the run goes on), or
- * it ends the run (a later item may not pass it). NULL for a fit function: any item joins. */
-typedef enum { ITEM_JOINS, ITEM_WAITS, ITEM_ENDS } item_fit;
-typedef item_fit (*item_fit_fn)(const item *first, const item *next);
+static size_t queue_take_locked(queue *q, item **out, size_t max, item_match_fn match);
 
-static size_t queue_take_locked(queue *q, item *first, item **out, size_t max, item_fit_fn fit);
-
-/* Takes at least one and at most max items, waiting for the first (the head); further
- * items are taken only while they are already queued and join it (fit), passing those
- * that wait. Returns 0 once the queue is closed and empty. */
-static size_t queue_pop(queue *q, item **out, size_t max, item_fit_fn fit)
+static size_t queue_pop(queue *q, item **out, size_t max, item_match_fn match)
 {
 	pthread_mutex_lock(&q->lock);
 	while (!q->head && !q->closed)
 		pthread_cond_wait(&q->not_empty, &q->lock);
-	size_t n = q->head ? queue_take_locked(q, q->head, out, max, fit) : 0;
+	size_t n = queue_take_locked(q, out, max, match);
 	pthread_mutex_unlock(&q->lock);
 	return n;
 }
 
-/* Like queue_pop without waiting, and only a batch that cannot grow any more: max items of
- * the head's kind or of the first waiting kind in the run (the items up to one that ends
- * it), or the head's when the run has ended or the queue is closed. 0 otherwise. */
-static size_t queue_pop_full(queue *q, item **out, size_t max, item_fit_fn fit)
+/* Like queue_pop without waiting, and only a batch that cannot grow any more: max items,
+ * or followed by an item that does not match, or the queue is closed. 0 otherwise. */
+static size_t queue_pop_full(queue *q, item **out, size_t max, item_match_fn match)
 {
 	pthread_mutex_lock(&q->lock);
-	item *other = NULL;
-	size_t mine = 0, others = 0;
+	size_t run = 0;
 	const item *it = q->head;
-	for (; it && mine < max && others < max; it = it->next) {
-		item_fit f = it == q->head || !fit ? ITEM_JOINS : fit(q->head, it);
-		if (f == ITEM_ENDS)
-			break;
-		if (f == ITEM_JOINS) {
-			mine++;
-		} else {
-			other = other ? other : (item *)it;
-			others += !fit || fit(other, it) == ITEM_JOINS;
-		}
+	while (it && run < max && (run == 0 || !match || match(q->head, it))) {
+		run++;
+		it = it->next;
 	}
-	item *first = mine == max || (others < max && mine && (it || q->closed)) ? q->head : others == max ? other : NULL;
-	size_t n = first ? queue_take_locked(q, first, out, max, fit) : 0;
+	size_t n = run && (run == max || it || q->closed) ? queue_take_locked(q, out, max, match) : 0;
 	pthread_mutex_unlock(&q->lock);
 	return n;
 }
 
-/* The taking part of queue_pop: first and the items after it that join it, up to one that
- * ends the run, under the queue's lock. */
-static size_t queue_take_locked(queue *q, item *first, item **out, size_t max, item_fit_fn fit)
+/* The taking part of queue_pop, under the queue's lock. */
+static size_t queue_take_locked(queue *q, item **out, size_t max, item_match_fn match)
 {
 	size_t n = 0;
-	item **link = &q->head, *prev = NULL;
-	while (*link != first) {
-		prev = *link;
-		link = &prev->next;
-	}
-	while (*link && n < max) {
-		item *it = *link;
-		item_fit f = n == 0 || !fit ? ITEM_JOINS : fit(first, it);
-		if (f == ITEM_ENDS)
-			break;
-		if (f == ITEM_WAITS) {
-			prev = it;
-			link = &it->next;
-			continue;
-		}
-		out[n++] = it;
-		*link = it->next;
+	while (q->head && n < max && (n == 0 || !match || match(out[0], q->head))) {
+		out[n++] = q->head;
+		q->head = q->head->next;
 		q->count--;
 	}
-	/* the tail: the last item left in the list */
-	if (!*link)
-		q->tail = prev;
+	if (!q->head)
+		q->tail = NULL;
 	if (n)
 		pthread_cond_broadcast(&q->not_full);
 	if (q->head) /* what we left is for another consumer */
@@ -527,43 +486,27 @@ static void *fetch_main(void *arg)
 	return NULL;
 }
 
-/* Decode threads per GPU left out of host decoding by default (kiln_pipeline_config's
- * host_decoders). */
-#define GPU_FEEDERS_PER_GPU 4
+/* Decode threads per GPU from which ASTC's inputs are decoded on the host. The ASTC kernel
+ * keeps a GPU busy about 5x longer than decoding the batch's PNG files there, and the
+ * decode kernels between its launches slowed it further: Kodak files to ASTC 4x4 fast on
+ * one H200 (32 cores), 751.8 images/s decoded on the GPU against 1,105.8 on the host (its
+ * decode threads 34% busy), 1,548 against 2,056 on two (73% busy): about 90 Kodak files a
+ * second a thread, against ~1,100 a GPU takes. BC1 is the other way round: its kernel is
+ * cheap, and the host's threads could not feed a GPU that decodes 4,500 files a second. */
+#define ASTC_HOST_DECODERS_PER_GPU 8
 
-/* Whether an item's PNG may go to the encode stage undecoded, for a GPU to decode: kiln's
+/* Whether an item's PNG goes to the encode stage undecoded, for a GPU to decode: kiln's
  * decoder is chosen, the file is one the GPU decoder takes fast (kiln_texenc_png_gpu_decodes),
- * a GPU will encode it, and no PSNR is wanted (that needs the pixels on the host). */
-static bool gpu_can_decode(const kiln_pipeline *p, const item *it, const kiln_pngdec_info *info)
+ * a GPU will encode it, the GPU has no better use for its time (ASTC with enough decode
+ * threads: above), and no PSNR is wanted (that needs the pixels on the host). */
+static bool decode_on_gpu(const kiln_pipeline *p, const item *it, const kiln_pngdec_info *info)
 {
-	return p->gpus > 0 && p->cfg.png_decoder == KILN_PNG_DECODER_KILN && kiln_texenc_png_gpu_decodes(info) &&
-	       !it->shard->measure_psnr && kiln_texenc_gpu_supported(it->shard->opts.format);
-}
-
-/* Whether this decode thread decodes a file the GPUs could decode, on the host: when the
- * encode stage has a batch per GPU or more waiting, the GPUs are the limit and a file
- * decoded here costs them only its encoding, and at most host_decoders threads do so at
- * once (the GPUs' host work needs cores too). One rule for every format: the GPU decodes
- * BC1's inputs at about 4,500 Kodak files a second, faster than the host, and the host's
- * spare threads add to it; the ASTC kernel takes ~1,100 a second, so its inputs are
- * decoded here nearly all the time (the GPU decoding them as well had slowed the ASTC
- * kernel by more than the decode took: 751.8 against 1,105.8 images/s on one H200). A
- * turn taken is given back by host_turn_end. */
-static bool host_turn(kiln_pipeline *p)
-{
-	if (queue_length(&p->encode.in) < (size_t)p->cfg.batch * p->gpus)
+	if (p->cfg.png_decoder != KILN_PNG_DECODER_KILN || !kiln_texenc_png_gpu_decodes(info) ||
+	    it->shard->measure_psnr || !kiln_texenc_gpu_supported(it->shard->opts.format))
 		return false;
-	unsigned now = atomic_load(&p->host_decoding);
-	while (now < p->host_decoders)
-		if (atomic_compare_exchange_weak(&p->host_decoding, &now, now + 1))
-			return true;
-	return false;
-}
-
-static void host_turn_end(kiln_pipeline *p)
-{
-	atomic_fetch_sub(&p->host_decoding, 1u);
-	atomic_fetch_add(&p->host_decoded, 1u);
+	if (it->shard->opts.format == KILN_TEXFMT_ASTC && p->decode.nthreads >= ASTC_HOST_DECODERS_PER_GPU * p->gpus)
+		return false;
+	return p->gpus > 0;
 }
 
 static void png_opts_of(const kiln_pipeline *p, const shard *sh, kiln_png_transcode_opts *opts)
@@ -637,8 +580,7 @@ static void decode_one(kiln_pipeline *p, item *it)
 		read_source(p, it, t0);
 		return;
 	}
-	bool for_gpu = st == KILN_OK && gpu_can_decode(p, it, &info);
-	if (for_gpu && !host_turn(p)) {
+	if (p->cfg.png_decoder == KILN_PNG_DECODER_KILN && decode_on_gpu(p, it, &info)) {
 		it->gpu_decode = true;
 		it->png = info;
 		stage_account(&p->decode, t0, 1);
@@ -650,8 +592,6 @@ static void decode_one(kiln_pipeline *p, item *it)
 						     sizeof err);
 	else /* a header that did not probe is decoded anyway: libpng stops at it with the reason */
 		st = kiln_png_decode(it->data.data, it->data.len, &p->cfg.limits, &it->image, err, sizeof err);
-	if (for_gpu)
-		host_turn_end(p);
 	stage_account(&p->decode, t0, 1);
 	if (st != KILN_OK) {
 		item_finish(p, it, st, "%s: %s", kiln_strerror(st), err);
@@ -683,14 +623,11 @@ static bool opts_equal(const kiln_texenc_opts *a, const kiln_texenc_opts *b)
 }
 
 /* A batch runs through one texenc (or, format png, one PNG runner), so it holds images of
- * one set of options, all decoded or all left for the GPU to decode. Files of the same
- * options decoded the other way (host_turn) wait for a batch of their own; other options
- * end the batch, so that each shard's items keep their order across option changes. */
-static item_fit batch_fit(const item *first, const item *next)
+ * one set of options, all decoded or all left for the GPU to decode. */
+static bool same_opts(const item *first, const item *next)
 {
-	if (!opts_equal(&first->shard->opts, &next->shard->opts) || first->shard->png_out != next->shard->png_out)
-		return ITEM_ENDS;
-	return first->gpu_decode == next->gpu_decode ? ITEM_JOINS : ITEM_WAITS;
+	return opts_equal(&first->shard->opts, &next->shard->opts) && first->gpu_decode == next->gpu_decode &&
+	       first->shard->png_out == next->shard->png_out;
 }
 
 static void device_name(const kiln_device *d, char *out, size_t cap)
@@ -880,9 +817,9 @@ static void *encode_main(void *arg)
 		unsigned depth = e.enc ? kiln_texenc_depth(e.enc) : 1;
 		size_t n = 0;
 		if (e.nflight == 0)
-			n = queue_pop(&p->encode.in, batch, p->cfg.batch, batch_fit);
+			n = queue_pop(&p->encode.in, batch, p->cfg.batch, same_opts);
 		else if (e.nflight < depth)
-			n = queue_pop_full(&p->encode.in, batch, p->cfg.batch, batch_fit);
+			n = queue_pop_full(&p->encode.in, batch, p->cfg.batch, same_opts);
 		if (n == 0) {
 			if (e.nflight == 0)
 				break; /* closed and drained */
@@ -1117,8 +1054,6 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 			goto fail;
 	}
 	unsigned decoders = cfg->decode_threads ? cfg->decode_threads : kiln_cpu_count();
-	unsigned feeders = GPU_FEEDERS_PER_GPU * p->gpus;
-	p->host_decoders = cfg->host_decoders ? cfg->host_decoders : decoders > feeders ? decoders - feeders : 0;
 	size_t in_flight = (size_t)cfg->batch * 2 * cfg->ndevices; /* one batch encoding, one ready */
 	unsigned uploaders = cfg->upload_threads ? cfg->upload_threads : 4 * (unsigned)cfg->ndevices;
 	if ((st = stage_start(p, &p->upload, "kiln-upload", uploaders, in_flight, upload_main)) != KILN_OK ||
@@ -1241,7 +1176,6 @@ void kiln_pipeline_stats_get(kiln_pipeline *p, kiln_pipeline_stats *out)
 	stage_stats(&p->encode, &out->encode);
 	stage_stats(&p->upload, &out->upload);
 	out->batches = atomic_load(&p->batches);
-	out->host_decoded = atomic_load(&p->host_decoded);
 	pthread_mutex_lock(&p->lock);
 	out->budget_peak = p->budget_peak;
 	pthread_mutex_unlock(&p->lock);

@@ -77,12 +77,6 @@ typedef struct kiln_pipeline_config {
 	 * stage and the GPU decodes them; on the CPU the decode threads run it. libpng: the
 	 * decode threads run libpng. */
 	kiln_png_decoder png_decoder;
-	/* With kiln's decoder on GPUs: while the encode stage has a batch per GPU or more
-	 * waiting (the GPUs are the limit), up to this many decode threads at once decode
-	 * files on the host instead of leaving them to a GPU, so the host's idle cores take
-	 * part of the decoding; 0 (the default): all decode threads but 4 per GPU, which the
-	 * GPUs' own host work (staging copies, uploads) needs. */
-	unsigned host_decoders;
 	size_t max_input_bytes;    /* cap on one fetched input (512 MiB) */
 	size_t pixel_budget;       /* bytes of decoded RGBA images and of encoded outputs not
 				    * yet uploaded held at once, all stages (4 GiB): decoding
@@ -162,8 +156,6 @@ typedef struct kiln_pipeline_stage_stats {
 typedef struct kiln_pipeline_stats {
 	kiln_pipeline_stage_stats fetch, decode, encode, upload;
 	uint64_t batches;         /* encode batches submitted */
-	uint64_t host_decoded;    /* files a GPU would have decoded, decoded on the host while
-				   * the GPUs were the limit (host_decoders) */
 	size_t budget_peak;       /* most bytes of the pixel budget held at once */
 } kiln_pipeline_stats;
 

@@ -1,19 +1,15 @@
 /* GPU test of the worker pipeline (make test-gpu): `kiln run`, i.e. the scheduler and a
  * worker with the GPU backend (texenc keeping several batches in flight), writes the same
- * files as the same job on the CPU backend; so does the pipeline when its host decodes
- * part of the files for a busy GPU. */
+ * files as the same job on the CPU backend. */
 #include <criterion/criterion.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "common/fileio.h"
 #include "kernels/gpu.h"
 #include "kernels/png/png_file.h"
 #include "tests/gpu/gpu_testutil.h"
-#include "worker/pipeline.h"
 
 Test(worker_gpu, kiln_run_on_the_gpu_writes_the_cpu_backends_files, .timeout = 600)
 {
@@ -80,96 +76,4 @@ Test(worker_gpu, kiln_encode_on_the_gpu_decodes_strip_pngs_there_and_writes_the_
 		 "diff -r $d/cpu $d/gpu; diff -r $d/cpu $d/lib; done; "
 		 "test $(ls $d/gpu | wc -l) -eq 21");
 	cr_expect_eq(rc, 0, "kiln encode on the GPU must write the CPU backend's textures");
-}
-
-/* A pipeline whose GPU is the limit (ASTC 4x4 medium, batches of 4) with 8 decode threads,
- * 2 of which may decode for the busy GPU (host_decoders): some files reach the GPU
- * undecoded and some decoded on the host, in batches of one kind each, and every output is
- * the CPU backend's. */
-static struct {
-	pthread_mutex_t lock;
-	size_t done, failed;
-	char first_error[KILN_ITEM_ERROR_MAX];
-} mixed = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static void mixed_report(void *ctx, const kiln_shard_result *r)
-{
-	(void)ctx;
-	pthread_mutex_lock(&mixed.lock);
-	for (size_t i = 0; i < r->count; i++) {
-		mixed.done++;
-		if (r->items[i].status != KILN_OK && mixed.failed++ == 0)
-			snprintf(mixed.first_error, sizeof mixed.first_error, "%s", r->items[i].error);
-	}
-	pthread_mutex_unlock(&mixed.lock);
-}
-
-enum { MIXED_ITEMS = 48, MIXED_SHARD = 8 };
-
-/* Runs MIXED_ITEMS Kodak files (each twice) to dir/out/I.astc on device; returns the stats. */
-static kiln_pipeline_stats mixed_run(const char *dir, kiln_device device)
-{
-	kiln_pipeline_config cfg;
-	kiln_pipeline_config_init(&cfg);
-	cfg.devices[0] = device;
-	cfg.batch = 4;
-	cfg.decode_threads = 8;
-	cfg.host_decoders = 2;
-	cfg.report = mixed_report;
-	kiln_pipeline *p;
-	char msg[256];
-	cr_assert_eq(kiln_pipeline_create(&cfg, &p, msg, sizeof msg), KILN_OK, "%s", msg);
-	static char in[MIXED_ITEMS][256], out[MIXED_ITEMS][300];
-	kiln_shard_item items[MIXED_ITEMS];
-	for (size_t i = 0; i < MIXED_ITEMS; i++) {
-		test_kodak_path(in[i], sizeof in[i], (int)(i % 24) + 1);
-		snprintf(out[i], sizeof out[i], "file://%s/%zu.astc", dir, i);
-		items[i] = (kiln_shard_item){.id = i, .input = in[i], .output = out[i]};
-	}
-	mixed.done = mixed.failed = 0;
-	for (size_t s = 0; s < MIXED_ITEMS / MIXED_SHARD; s++) {
-		char id[32];
-		snprintf(id, sizeof id, "mixed.s%zu", s);
-		kiln_shard_spec spec = {.job = "mixed", .shard = id, .lease = 1, .container = KILN_CONTAINER_ASTC,
-					.items = items + s * MIXED_SHARD, .count = MIXED_SHARD};
-		kiln_texenc_opts_default(&spec.opts);
-		spec.opts.format = KILN_TEXFMT_ASTC;
-		spec.opts.quality = KILN_QUALITY_MEDIUM;
-		cr_assert_eq(kiln_pipeline_submit(p, &spec), KILN_OK);
-	}
-	cr_assert(kiln_pipeline_wait_idle(p, 500000), "the pipeline did not finish");
-	cr_assert_eq(mixed.done, MIXED_ITEMS);
-	cr_assert_eq(mixed.failed, 0, "%s", mixed.first_error);
-	kiln_pipeline_stats st;
-	kiln_pipeline_stats_get(p, &st);
-	kiln_pipeline_destroy(p);
-	return st;
-}
-
-Test(worker_gpu, files_decoded_on_the_host_for_a_busy_gpu_give_the_cpu_backends_files, .timeout = 600)
-{
-	gpu_test_require("worker_gpu");
-	char dir[] = "/tmp/kiln-wmix-XXXXXX";
-	cr_assert_not_null(mkdtemp(dir));
-	char gpu_dir[300], cpu_dir[300];
-	snprintf(gpu_dir, sizeof gpu_dir, "%s/gpu", dir);
-	snprintf(cpu_dir, sizeof cpu_dir, "%s/cpu", dir);
-	kiln_pipeline_stats g = mixed_run(gpu_dir, (kiln_device){KILN_DEVICE_GPU, 0});
-	kiln_pipeline_stats c = mixed_run(cpu_dir, (kiln_device){KILN_DEVICE_CPU, 0});
-	cr_expect_gt(g.host_decoded, 0, "no file was decoded on the host for the busy GPU");
-	cr_expect_lt(g.host_decoded, MIXED_ITEMS, "every file was decoded on the host");
-	cr_expect_eq(c.host_decoded, 0, "the CPU backend decodes everything itself");
-	cr_expect_geq(g.batches, MIXED_ITEMS / 4, "batches of at most 4");
-	for (size_t i = 0; i < MIXED_ITEMS; i++) {
-		char a[320], b[320];
-		snprintf(a, sizeof a, "%s/%zu.astc", gpu_dir, i);
-		snprintf(b, sizeof b, "%s/%zu.astc", cpu_dir, i);
-		kiln_buf fa = gpu_test_load(a), fb = gpu_test_load(b);
-		cr_assert(fa.len == fb.len && memcmp(fa.data, fb.data, fa.len) == 0, "item %zu differs", i);
-		kiln_buf_free(&fa);
-		kiln_buf_free(&fb);
-	}
-	char cmd[320];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	cr_expect_eq(system(cmd), 0);
 }
