@@ -43,8 +43,8 @@ extern "C" {
 #define INFL_MIN_WARPS 18 // resident warps an SM the inflate kernel is held to (<= 112 registers; it takes 96)
 // The tables' second levels (codes longer than the roots' bits: rare symbols) live in
 // device memory, a slot of INFL_OVF entries per resident warp (warp_inflate_slot), so that a
-// warp's shared memory is its roots, ring and tokens: 9 KB instead of 19.3, up to 24 warps
-// an SM instead of 11 (with the full tables in shared memory kiln's 2,400 strips of a
+// warp's shared memory is its roots, ring and tokens: 9 KB instead of 19.3, room for 24
+// warps an SM (21 with the kernel's 96 registers) instead of 11 (with the full tables in shared memory kiln's 2,400 strips of a
 // batch of fast files ran in 1.6 waves). A ring of 2 KB instead of 4 (11 KB a warp, 19
 // an SM; match sources past it come from the flushed output in device memory) decoded
 // kiSt files 5% faster with 3 batches in flight (H100: kiln fast 15.9 -> 16.7 GB/s, zlib's
@@ -209,10 +209,38 @@ static size_t par_carve(const kiln_pngdec_info *in, uint32_t scale, uint32_t pad
 	return at;
 }
 
-// The count's slots of a batch take at most this many bytes (10 per stream byte and 4 per
-// output byte at full scale: 350 MB for 32 Kodak files); past it they shrink, and the pieces that no longer
-// fit are decoded again (step 4), as all were before there were slots.
-#define PAR_SLOT_BUDGET ((uint64_t)1 << 30)
+// The count's slots of a batch take at most a sixteenth of the device's memory, between
+// 1 and 4 GiB (10 bytes per stream byte and 4 per output byte at full scale: 350 MB for 32
+// Kodak files, 4 GB for 32 2048x2048 files); past it they shrink, and the pieces that no
+// longer fit are decoded again (step 4), as all were before there were slots. With 1 GiB
+// at most, a batch of 32 2K files decoded about 40% of its pieces twice.
+#define PAR_SLOT_BUDGET_MIN ((uint64_t)1 << 30)
+#define PAR_SLOT_BUDGET_MAX ((uint64_t)4 << 30)
+#define PAR_MAX_DEVICES 64
+
+// The budget on the current device (the same for every call there: the temp size a caller
+// allocated from and the decode lay out the same slots).
+static uint64_t par_slot_budget(void)
+{
+	static uint64_t budget[PAR_MAX_DEVICES]; // 0: not asked yet
+	int dev = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= PAR_MAX_DEVICES) {
+		cudaGetLastError();
+		return PAR_SLOT_BUDGET_MIN;
+	}
+	uint64_t b = __atomic_load_n(&budget[dev], __ATOMIC_RELAXED);
+	if (b == 0) {
+		size_t free_bytes = 0, total = 0;
+		if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+			cudaGetLastError();
+			total = 0;
+		}
+		b = total / 16 < PAR_SLOT_BUDGET_MIN ? PAR_SLOT_BUDGET_MIN
+		    : total / 16 > PAR_SLOT_BUDGET_MAX ? PAR_SLOT_BUDGET_MAX : total / 16;
+		__atomic_store_n(&budget[dev], b, __ATOMIC_RELAXED);
+	}
+	return b;
+}
 
 static unsigned sm_count(void);
 
@@ -228,9 +256,10 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 			slot_bytes += 2 * par_slot_syms(&files[i].info, KILN_INFL_SLOT_SCALE, KILN_INFL_SLOT_PAD);
 	l->slot_scale = KILN_INFL_SLOT_SCALE;
 	l->slot_pad = KILN_INFL_SLOT_PAD;
-	if (slot_bytes > PAR_SLOT_BUDGET) {
-		l->slot_scale = (uint32_t)(KILN_INFL_SLOT_SCALE * PAR_SLOT_BUDGET / slot_bytes);
-		l->slot_pad = (uint32_t)(KILN_INFL_SLOT_PAD * PAR_SLOT_BUDGET / slot_bytes);
+	uint64_t budget = slot_bytes ? par_slot_budget() : 0;
+	if (slot_bytes > budget) {
+		l->slot_scale = (uint32_t)(KILN_INFL_SLOT_SCALE * budget / slot_bytes);
+		l->slot_pad = (uint32_t)(KILN_INFL_SLOT_PAD * budget / slot_bytes);
 	}
 	size_t data = 0;
 	for (size_t i = 0; i < count; i++) {
