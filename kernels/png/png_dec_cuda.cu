@@ -780,22 +780,25 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					tw = t1;
 					nwin++;
 				}
-				size_t o_walk = o;
+				// bytes are counted from the walk's start in 32 bits (k, against the room
+				// left in the batch): the step's checks and updates are one instruction
+				// each instead of 64-bit pairs
+				const size_t o_walk = o;
 				uint32_t n_walk = n, mbytes = 0; // symbols walked: literals + matches
-				size_t lim = limit < cap ? limit : cap;
-				uint32_t pos = 0, cnt = b.count;
-				while (pos < span && o < lim && n < NTOK) {
+				const uint32_t room = (uint32_t)((limit < cap ? limit : cap) - o), ro = (uint32_t)o;
+				uint32_t pos = 0, cnt = b.count, k = 0;
+				while (pos < span && k < room) {
 					// pos is the same in every lane: each lane picks its half before the
 					// one shuffle (two shuffles and a select after took more issue slots)
 					uint32_t e = __shfl_sync(FULL_MASK, pos < 32 ? ek : ek1, pos & 31u);
 					uint32_t kind = KILN_INFL_KIND(e), eb = e & 0xFFu;
 					if (kind == INFL_PAIR) {
-						if (pos + eb <= cnt && o + 1 < lim) {
+						if (pos + eb <= cnt && k + 1 < room) {
 							if (lane == 0) {
-								w->ring[o & (RING - 1)] = (uint8_t)(e >> 16);
-								w->ring[(o + 1) & (RING - 1)] = (uint8_t)(e >> 24);
+								w->ring[(ro + k) & (RING - 1)] = (uint8_t)(e >> 16);
+								w->ring[(ro + k + 1) & (RING - 1)] = (uint8_t)(e >> 24);
 							}
-							o += 2;
+							k += 2;
 							pos += eb;
 							continue;
 						}
@@ -804,8 +807,8 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					}
 					if (kind == KILN_INFL_LIT && pos + eb <= cnt) {
 						if (lane == 0)
-							w->ring[o & (RING - 1)] = (uint8_t)(e >> 16);
-						o++;
+							w->ring[(ro + k) & (RING - 1)] = (uint8_t)(e >> 16);
+						k++;
 						pos += eb;
 						continue;
 					}
@@ -822,17 +825,21 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					if (dpos + db + dx > cnt)
 						break;
 					uint32_t dist = (d >> 16) + ((uint32_t)(b.buf >> (dpos + db)) & ((1u << dx) - 1));
-					if (dist > o || l > cap - o)
+					size_t at = o_walk + k;
+					if (dist > at || l > cap - at)
 						break;
 					if (lane == 0) {
-						w->tok[n].pos = (uint32_t)o;
+						w->tok[n].pos = (uint32_t)at;
 						w->tok[n].len_dist = l << 16 | dist;
 					}
 					n++;
-					o += l;
+					k += l;
 					mbytes += l;
 					pos = dpos + db + dx;
+					if (n == NTOK)
+						break;
 				}
+				o = o_walk + k;
 				if (prof) {
 					t_walk += clock64() - tw;
 					nwsym += (long long)(o - o_walk) + (long long)(n - n_walk) - (long long)mbytes;
