@@ -787,7 +787,10 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				uint32_t n_walk = n, mbytes = 0; // symbols walked: literals + matches
 				const uint32_t room = (uint32_t)((limit < cap ? limit : cap) - o), ro = (uint32_t)o;
 				uint32_t pos = 0, cnt = b.count, k = 0;
-				while (pos < span && k < room) {
+				// no test of pos against span: past the window (pos >= span, which only
+				// follows a symbol that ended there) every step breaks, as no symbol ends
+				// within the count (cnt <= 64; with 32-bit windows e_hi holds nothing)
+				while (k < room) {
 					// pos is the same in every lane: each lane picks its half before the
 					// one shuffle (two shuffles and a select after took more issue slots)
 					uint32_t e = __shfl_sync(FULL_MASK, pos < 32 ? ek : ek1, pos & 31u);
