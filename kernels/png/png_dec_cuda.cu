@@ -607,8 +607,9 @@ __device__ static uint32_t literal_pair(uint32_t e, uint32_t e_lo, uint32_t e_hi
 // output bytes or NTOK matches:
 //  - decode: literals (and stored bytes) go straight into a ring of the recent output in
 //    shared memory, matches into a token list. Huffman symbols are read a 64-bit window at
-//    a time: lane k looks up the literal/length and distance entries at bit offsets k and
-//    k + 32, and the warp walks the window from symbol to symbol by shuffles, taking the
+//    a time: lane k looks up the literal/length entries at bit offsets k and k + 32 (and
+//    makes literal pairs, literal_pair), and the warp walks the window from symbol to
+//    symbol by shuffles (a match's distance code looked up where it starts), taking the
 //    symbols that end within the bit count (a symbol it cannot take whole, a long code, the
 //    end of a block or any error, goes through the one-symbol path, kiln_infl_huffman's
 //    checks in its order). The walk only runs while 16 input bytes remain, where refills
@@ -751,12 +752,9 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				if (span > 32 && b.count < 56)
 					warp_refill(&b, nx, &nx_pos);
 				uint32_t ek = w->lit[(uint32_t)(b.buf >> lane) & ((1u << KILN_INFL_LIT_BITS) - 1)];
-				uint32_t dk = w->dist[(uint32_t)(b.buf >> lane) & ((1u << KILN_INFL_DIST_BITS) - 1)];
-				uint32_t ek1 = 0, dk1 = 0;
-				if (span > 32) {
+				uint32_t ek1 = 0;
+				if (span > 32)
 					ek1 = w->lit[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_LIT_BITS) - 1)];
-					dk1 = w->dist[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_DIST_BITS) - 1)];
-				}
 				if (!(flags & 1024)) {
 					uint32_t pk = literal_pair(ek, ek, ek1, lane), pk1 = literal_pair(ek1, ek, ek1, lane + 32);
 					ek = pk;
@@ -773,7 +771,7 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					nx_pos = b.pos;
 				}
 				if (prof) {
-					if (__any_sync(FULL_MASK, (ek & dk & ek1 & dk1) == 0xFFFFFFFFu)) // waits for the lookups
+					if (__any_sync(FULL_MASK, (ek & ek1) == 0xFFFFFFFFu)) // waits for the lookups
 						asm volatile("");
 					long long t1 = clock64();
 					t_wset += t1 - tw;
@@ -821,7 +819,10 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					if (dpos >= span)
 						break;
 					uint32_t l = (e >> 16) + ((uint32_t)(b.buf >> (pos + eb)) & ((1u << ex) - 1));
-					uint32_t d = __shfl_sync(FULL_MASK, dpos < 32 ? dk : dk1, dpos & 31u);
+					// the distance code looked up where it starts, the same address in
+					// every lane: kiSt files hold 0.2 to 1.6 matches a window, and a
+					// lookup at every offset of every window cost more
+					uint32_t d = w->dist[(uint32_t)(b.buf >> dpos) & ((1u << KILN_INFL_DIST_BITS) - 1)];
 					if (KILN_INFL_KIND(d) != KILN_INFL_LEN)
 						break;
 					uint32_t db = d & 0xFFu, dx = (d >> 12) & 15u;
