@@ -44,11 +44,11 @@ extern "C" {
 // The tables' second levels (codes longer than the roots' bits: rare symbols) live in
 // device memory, a slot of INFL_OVF entries per resident warp (warp_inflate_slot), so that a
 // warp's shared memory is its roots, ring and tokens: 9 KB instead of 19.3, room for 24
-// warps an SM (21 with the kernel's 96 registers) instead of 11 (with the full tables in shared memory kiln's 2,400 strips of a
-// batch of fast files ran in 1.6 waves). A ring of 2 KB instead of 4 (11 KB a warp, 19
-// an SM; match sources past it come from the flushed output in device memory) decoded
-// kiSt files 5% faster with 3 batches in flight (H100: kiln fast 15.9 -> 16.7 GB/s, zlib's
-// 16-row strips 14.7 -> 15.4), the same for one batch.
+// warps an SM (21 with the kernel's 96 registers) instead of 11 (with the full tables in
+// shared memory kiln's 2,400 strips of a batch of fast files ran in 1.6 waves). A ring of
+// 2 KB instead of 4 (11 KB a warp, 19 an SM; match sources past it come from the flushed
+// output in device memory) decoded kiSt files 5% faster with 3 batches in flight (H100:
+// kiln fast 15.9 -> 16.7 GB/s, zlib's 16-row strips 14.7 -> 15.4), the same for one batch.
 #define INFL_LIT_ROOT (1u << KILN_INFL_LIT_BITS)
 #define INFL_DIST_ROOT (1u << KILN_INFL_DIST_BITS)
 #define INFL_LIT_OVF (KILN_INFL_LIT_SIZE - INFL_LIT_ROOT)
@@ -210,10 +210,10 @@ static size_t par_carve(const kiln_pngdec_info *in, uint32_t scale, uint32_t pad
 }
 
 // The count's slots of a batch take at most a sixteenth of the device's memory, between
-// 1 and 4 GiB (10 bytes per stream byte and 4 per output byte at full scale: 350 MB for 32
-// Kodak files, 4 GB for 32 2048x2048 files); past it they shrink, and the pieces that no
-// longer fit are decoded again (step 4), as all were before there were slots. With 1 GiB
-// at most, a batch of 32 2K files decoded about 40% of its pieces twice.
+// 1 and 4 GiB (about 8 bytes per stream byte and 4 per output byte at full scale: 350 MB
+// for 32 Kodak files, 3.6 GB for 32 2048x2048 files); past it they shrink, and the pieces
+// that no longer fit are decoded again (step 4), as all were before there were slots.
+// With 1 GiB at most, a batch of 32 2K files decoded about 40% of its pieces twice.
 #define PAR_SLOT_BUDGET_MIN ((uint64_t)1 << 30)
 #define PAR_SLOT_BUDGET_MAX ((uint64_t)4 << 30)
 #define PAR_MAX_DEVICES 64
@@ -2083,7 +2083,7 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 	if (strips == 0)
 		return KILN_OK;
 	uint32_t c32 = (uint32_t)count;
-	int flags = (int)(g_debug & 1677u), timed = (g_debug & 2u) && g_ev[4];
+	int flags = (int)(g_debug & (1u | 4u | 8u | 128u | 512u | 1024u)), timed = (g_debug & 2u) && g_ev[4];
 	// the most shared memory an SM can give (on the current device): the inflate kernels'
 	// resident warps are bounded by it; a refusal costs only speed (its error is cleared)
 	if (cudaFuncSetAttribute(pd_inflate, cudaFuncAttributePreferredSharedMemoryCarveout,
