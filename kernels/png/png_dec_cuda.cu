@@ -580,20 +580,16 @@ __device__ static void warp_refill(kiln_bits *b, const uint32_t nx[3], size_t *n
 	*nx_pos = SIZE_MAX;
 }
 
-// A window's entry at bit offset p (held by lane p % 32 in e_lo for p < 32, in e_hi above)
-// as a literal pair when it is a literal whose next symbol, also in the window, is one
-// too: INFL_PAIR, both codes' bits in bits 0-7, the first code's in 12-15, the literals in
-// 16-23 and 24-31. The walk then takes two literals a step where both end within the bit
-// count and the batch has room for both, and the first alone otherwise: the symbols and
-// the bits consumed are those of two single steps. Photographs' filtered bytes are mostly
-// literals, and a step of the walk is a chain of dependent shuffles. Every lane takes
-// part in the shuffles (they read e_lo and e_hi as they were).
+// A window's entry e as a literal pair when it is a literal and so is next, the entry
+// where the symbol after it starts (bit offset q, within the window): INFL_PAIR, both
+// codes' bits in bits 0-7, the first code's in 12-15, the literals in 16-23 and 24-31. The
+// walk then takes two literals a step where both end within the bit count and the batch
+// has room for both, and the first alone otherwise: the symbols and the bits consumed are
+// those of two single steps. Photographs' filtered bytes are mostly literals, and a step
+// of the walk is a chain of dependent shuffles.
 #define INFL_PAIR 3u
-__device__ static uint32_t literal_pair(uint32_t e, uint32_t e_lo, uint32_t e_hi, uint32_t p)
+__device__ static uint32_t literal_pair(uint32_t e, uint32_t next, uint32_t q)
 {
-	uint32_t q = p + (e & 0xFFu); // where the next symbol starts
-	uint32_t lo = __shfl_sync(FULL_MASK, e_lo, q & 31u), hi = __shfl_sync(FULL_MASK, e_hi, q & 31u);
-	uint32_t next = q < 32 ? lo : hi;
 	if (KILN_INFL_KIND(e) != KILN_INFL_LIT || q >= 64 || KILN_INFL_KIND(next) != KILN_INFL_LIT)
 		return e;
 	return (next >> 16 & 0xFFu) << 24 | (e >> 16 & 0xFFu) << 16 | (e & 0xFFu) << 12 | INFL_PAIR << 8 |
@@ -756,9 +752,13 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				if (span > 32)
 					ek1 = w->lit[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_LIT_BITS) - 1)];
 				if (!(flags & 1024)) {
-					uint32_t pk = literal_pair(ek, ek, ek1, lane), pk1 = literal_pair(ek1, ek, ek1, lane + 32);
-					ek = pk;
-					ek1 = pk1;
+					// where the symbol after each lane's two starts: the first may be in
+					// either half, the second only in the upper one (three shuffles)
+					uint32_t q = lane + (ek & 0xFFu), q1 = lane + 32 + (ek1 & 0xFFu);
+					uint32_t lo = __shfl_sync(FULL_MASK, ek, q & 31u), hi = __shfl_sync(FULL_MASK, ek1, q & 31u);
+					uint32_t hi1 = __shfl_sync(FULL_MASK, ek1, q1 & 31u);
+					ek = literal_pair(ek, q < 32 ? lo : hi, q);
+					ek1 = literal_pair(ek1, hi1, q1);
 				}
 				if (!(flags & 512) && b.end - b.pos >= 8) {
 					// the words of the next refill (its position is b.pos: refills alone
