@@ -136,6 +136,55 @@ static inline uint8_t *png_end_filtered(const png_end_image *im, uint32_t *rng, 
 	return f;
 }
 
+/* Every (image, ending) pair of images[0, count) as a stream, images first:
+ *     png_end_walk w = png_end_walk_start(images, count, seed);
+ *     while (png_end_walk_next(&w))
+ *             ... w.im, w.how, w.z[0, w.zlen) ...
+ * then check w.failed. Each call frees the stream before (and an image's filtered bytes
+ * after its last stream); the random images draw from one generator seeded by seed. */
+typedef struct png_end_walk {
+	const png_end_image *images;
+	size_t count;
+	size_t im;     /* the current stream's image */
+	int how;       /* and ending */
+	uint8_t *z;    /* the stream */
+	size_t zlen;
+	bool failed;   /* memory ran out: the walk ended early */
+	uint32_t rng;
+	uint8_t *filt; /* image im's filtered bytes */
+	size_t flen;
+} png_end_walk;
+
+static inline png_end_walk png_end_walk_start(const png_end_image *images, size_t count, uint32_t seed)
+{
+	return (png_end_walk){.images = images, .count = count, .how = END_COUNT, .rng = seed};
+}
+
+static inline bool png_end_walk_next(png_end_walk *w)
+{
+	free(w->z);
+	w->z = NULL;
+	if (++w->how >= END_COUNT) {
+		if (w->filt)
+			w->im++;
+		free(w->filt);
+		w->filt = NULL;
+		if (w->im >= w->count)
+			return false;
+		w->filt = png_end_filtered(&w->images[w->im], &w->rng, &w->flen);
+		w->how = 0;
+	}
+	if (w->filt)
+		w->z = png_end_stream(w->filt, w->flen, w->how, &w->zlen);
+	if (!w->z) {
+		free(w->filt);
+		w->filt = NULL;
+		w->failed = true;
+		return false;
+	}
+	return true;
+}
+
 /* The whole file into b (initialised here): IHDR of im, the stream z[0, zlen) in IDAT
  * chunks of png_end_splits[split] bytes, then png_end_afters[after] and IEND. */
 static inline void png_end_file(const png_end_image *im, const uint8_t *z, size_t zlen, size_t split, size_t after,

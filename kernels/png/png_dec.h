@@ -147,7 +147,8 @@ size_t kiln_pngdec_temp_size(const kiln_pngdec_gpu_file *files, size_t count);
  * returns once the work is queued. files and status are host arrays. Files whose info says
  * !gpu_ok get KILN_ERR_UNSUPPORTED at once (decode them with the CPU path); what the
  * device finds (bad deflate data, a stream only the CPU path decides) comes from
- * kiln_pngdec_gpu_status after the stream is synchronised. Never allocates; one bad file never fails the batch. */
+ * kiln_pngdec_gpu_status after the stream is synchronised. Never allocates; one bad file
+ * never fails the batch. */
 kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files, size_t count,
 				   kiln_status *status, void *d_temp, size_t temp_size,
 				   kiln_stream stream);

@@ -478,31 +478,25 @@ Test(png_dec_gpu, irregular_stream_ends)
 	bool *gpu_ok = calloc(MAX, sizeof *gpu_ok);
 	cr_assert(bufs && how_of && cut_of && gpu_ok);
 	size_t n = 0;
-	uint32_t rng = 4242;
-	for (size_t im = 0; im < PNG_END_IMAGES + 1; im++) {
-		size_t flen;
-		uint8_t *filt = png_end_filtered(&images[im], &rng, &flen);
-		cr_assert_not_null(filt);
-		for (int how = 0; how < END_COUNT; how++) {
-			size_t zlen;
-			uint8_t *z = png_end_stream(filt, flen, how, &zlen);
-			cr_assert_not_null(z);
-			for (int cut = 0; cut < 2; cut++)
-				for (size_t sp = 0; sp < PNG_END_SPLITS; sp++) {
-					if (png_end_splits[sp] == 1 && zlen > 4000)
-						continue;
-					cr_assert_lt(n, MAX);
-					png_end_file(&images[im], z, cut ? zlen * 2 / 3 : zlen, sp, (sp + how) % PNG_END_AFTERS,
-						     &bufs[n]);
-					how_of[n] = how;
-					cut_of[n] = cut;
-					gpu_ok[n] = images[im].depth == 8 && !images[im].interlace;
-					n++;
-				}
-			free(z);
-		}
-		free(filt);
+	png_end_walk w = png_end_walk_start(images, PNG_END_IMAGES + 1, 4242);
+	while (png_end_walk_next(&w)) {
+		size_t im = w.im, zlen = w.zlen;
+		int how = w.how;
+		const uint8_t *z = w.z;
+		for (int cut = 0; cut < 2; cut++)
+			for (size_t sp = 0; sp < PNG_END_SPLITS; sp++) {
+				if (png_end_splits[sp] == 1 && zlen > 4000)
+					continue;
+				cr_assert_lt(n, MAX);
+				png_end_file(&images[im], z, cut ? zlen * 2 / 3 : zlen, sp, (sp + how) % PNG_END_AFTERS,
+					     &bufs[n]);
+				how_of[n] = how;
+				cut_of[n] = cut;
+				gpu_ok[n] = images[im].depth == 8 && !images[im].interlace;
+				n++;
+			}
 	}
+	cr_assert(!w.failed, "out of memory making the streams");
 	/* kiSt strips with a smaller window declared: the CPU path does not take the strips */
 	load_kodak();
 	make_kodak_kist();

@@ -176,30 +176,24 @@ static void irregular(kiln_texfmt format)
 	static kiln_status gst[MAX], cst[MAX];
 	static kiln_texture gtex[MAX], ctex[MAX];
 	size_t n = 0, kodak = 0;
-	uint32_t rng = 99;
-	for (size_t im = 0; im < PNG_END_IMAGES + 1; im++) {
-		size_t flen;
-		uint8_t *filt = png_end_filtered(&images[im], &rng, &flen);
-		cr_assert_not_null(filt);
-		for (int how = 0; how < END_COUNT; how++) {
-			size_t zlen;
-			uint8_t *z = png_end_stream(filt, flen, how, &zlen);
-			cr_assert_not_null(z);
-			for (int cut = 0; cut < 2; cut++)
-				for (size_t sp = 0; sp < PNG_END_SPLITS; sp += 3) {
-					cr_assert_lt(n, MAX);
-					png_end_file(&images[im], z, cut ? zlen * 2 / 3 : zlen, sp, (size_t)how % PNG_END_AFTERS,
-						     &bufs[n++]);
-					if (n % 8 == 0 && kodak < 24) { /* a regular file every few */
-						char path[512], name[32];
-						snprintf(name, sizeof name, "kodim%02zu.png", ++kodak);
-						bufs[n++] = gpu_test_load(test_data_path(path, sizeof path, "kodak", name));
-					}
+	png_end_walk w = png_end_walk_start(images, PNG_END_IMAGES + 1, 99);
+	while (png_end_walk_next(&w)) {
+		size_t im = w.im, zlen = w.zlen;
+		int how = w.how;
+		const uint8_t *z = w.z;
+		for (int cut = 0; cut < 2; cut++)
+			for (size_t sp = 0; sp < PNG_END_SPLITS; sp += 3) {
+				cr_assert_lt(n, MAX);
+				png_end_file(&images[im], z, cut ? zlen * 2 / 3 : zlen, sp, (size_t)how % PNG_END_AFTERS,
+					     &bufs[n++]);
+				if (n % 8 == 0 && kodak < 24) { /* a regular file every few */
+					char path[512], name[32];
+					snprintf(name, sizeof name, "kodim%02zu.png", ++kodak);
+					bufs[n++] = gpu_test_load(test_data_path(path, sizeof path, "kodak", name));
 				}
-			free(z);
-		}
-		free(filt);
+			}
 	}
+	cr_assert(!w.failed, "out of memory making the streams");
 	for (size_t i = 0; i < n; i++) {
 		set[i] = (kiln_texenc_png){.data = bufs[i].data, .size = bufs[i].len};
 		cr_assert_eq(kiln_pngdec_probe(bufs[i].data, bufs[i].len, NULL, &set[i].info, NULL, 0), KILN_OK);

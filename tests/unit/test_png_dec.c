@@ -473,38 +473,32 @@ Test(png_dec, kist_lies)
 Test(png_dec, stream_end_like_libpng)
 {
 	unsigned accepted = 0, refused = 0, sync_accepted = 0, sync_refused = 0;
-	uint32_t rng = 12345;
-	for (size_t im = 0; im < PNG_END_IMAGES; im++) {
-		size_t flen;
-		uint8_t *filt = png_end_filtered(&png_end_images[im], &rng, &flen);
-		cr_assert_not_null(filt);
-		for (int how = 0; how < END_COUNT; how++) {
-			size_t zlen;
-			uint8_t *z = png_end_stream(filt, flen, how, &zlen);
-			cr_assert_not_null(z);
-			for (size_t sp = 0; sp < PNG_END_SPLITS; sp++) {
-				if (png_end_splits[sp] == 1 && zlen > 4000)
-					continue;
-				for (size_t af = 0; af < PNG_END_AFTERS; af++) {
-					kiln_buf b;
-					png_end_file(&png_end_images[im], z, zlen, sp, af, &b);
-					char what[96];
-					snprintf(what, sizeof what, "image %zu, end %d, IDAT of %u, then %s", im, how,
-						 png_end_splits[sp], png_end_afters[af] ? png_end_afters[af] : "IEND");
-					int ok = compare_with_libpng(b.data, b.len, NULL, NULL, what);
-					accepted += ok;
-					refused += !ok;
-					if (how == END_SYNC) {
-						sync_accepted += ok;
-						sync_refused += !ok;
-					}
-					kiln_buf_free(&b);
+	png_end_walk w = png_end_walk_start(png_end_images, PNG_END_IMAGES, 12345);
+	while (png_end_walk_next(&w)) {
+		size_t im = w.im, zlen = w.zlen;
+		int how = w.how;
+		const uint8_t *z = w.z;
+		for (size_t sp = 0; sp < PNG_END_SPLITS; sp++) {
+			if (png_end_splits[sp] == 1 && zlen > 4000)
+				continue;
+			for (size_t af = 0; af < PNG_END_AFTERS; af++) {
+				kiln_buf b;
+				png_end_file(&png_end_images[im], z, zlen, sp, af, &b);
+				char what[96];
+				snprintf(what, sizeof what, "image %zu, end %d, IDAT of %u, then %s", im, how,
+					 png_end_splits[sp], png_end_afters[af] ? png_end_afters[af] : "IEND");
+				int ok = compare_with_libpng(b.data, b.len, NULL, NULL, what);
+				accepted += ok;
+				refused += !ok;
+				if (how == END_SYNC) {
+					sync_accepted += ok;
+					sync_refused += !ok;
 				}
+				kiln_buf_free(&b);
 			}
-			free(z);
 		}
-		free(filt);
 	}
+	cr_assert(!w.failed, "out of memory making the streams");
 	/* The table reaches both verdicts, also for the same stream cut into chunks differently
 	 * (a stream without its end passes when libpng's last read still finds IDAT data). */
 	cr_expect_gt(accepted, 100);
@@ -531,59 +525,53 @@ static __attribute__((noinline)) int inflate_whole(kiln_inflate_tables *t, const
 Test(png_dec, stream_verdict_as_the_cpu_path)
 {
 	unsigned settled = 0, cpu_ok = 0, cpu_refused = 0;
-	uint32_t rng = 777;
 	kiln_inflate_tables *t = malloc(sizeof *t);
 	cr_assert_not_null(t);
 	char err[ERR_CAP];
-	for (size_t im = 0; im < PNG_END_IMAGES; im++) {
-		size_t flen;
-		uint8_t *filt = png_end_filtered(&png_end_images[im], &rng, &flen);
-		cr_assert_not_null(filt);
-		for (int how = 0; how < END_COUNT; how++) {
-			size_t zlen;
-			uint8_t *z = png_end_stream(filt, flen, how, &zlen);
-			cr_assert_not_null(z);
-			/* cut short as well: the image then does not come out whole */
-			for (int cut = 0; cut < 2; cut++) {
-				size_t n = cut ? zlen / 2 : zlen;
-				for (size_t sp = 0; sp < PNG_END_SPLITS; sp += 2) {
-					kiln_buf b;
-					png_end_file(&png_end_images[im], z, n, sp, 0, &b);
-					kiln_pngdec_info info;
-					cr_assert_eq(kiln_pngdec_probe(b.data, b.len, NULL, &info, err, sizeof err), KILN_OK);
-					const uint8_t *zs;
-					uint8_t *owned;
-					cr_assert_eq(kiln_pngdec_zlib_stream(b.data, &info, &zs, &owned, err, sizeof err), KILN_OK);
-					uint8_t *out = malloc((size_t)info.filtered_size + 16);
-					size_t out_len = 0, used = 0;
-					int rc = inflate_whole(t, &info, zs, out, &out_len, &used);
-					uint32_t adler = (uint32_t)adler32(adler32(0L, Z_NULL, 0), out, (uInt)out_len);
-					kiln_status v = kiln_pngdec_stream_verdict(rc, out_len, used, adler, zs, info.zlib_size,
-										   info.filtered_size);
-					kiln_image got;
-					kiln_status cst = kiln_pngdec_decode_image(b.data, b.len, NULL, &got, NULL, err, sizeof err);
-					if (how == END_COMPLETE || how == END_TRAILING)
-						cr_expect_eq(v, cut ? KILN_ERR_TRUNCATED : KILN_OK, "image %zu, end %d, cut %d", im,
-							     how, cut);
-					if (v == KILN_ERR_UNSUPPORTED) {
-						cpu_ok += cst == KILN_OK;
-						cpu_refused += cst != KILN_OK;
-					} else {
-						settled++;
-						cr_assert_eq(cst, v, "image %zu, end %d, cut %d, split %zu: verdict %s, CPU path %s",
-							     im, how, cut, sp, kiln_strerror(v), kiln_strerror(cst));
-					}
-					if (cst == KILN_OK)
-						kiln_image_free(&got);
-					free(out);
-					free(owned);
-					kiln_buf_free(&b);
+	png_end_walk w = png_end_walk_start(png_end_images, PNG_END_IMAGES, 777);
+	while (png_end_walk_next(&w)) {
+		size_t im = w.im, zlen = w.zlen;
+		int how = w.how;
+		const uint8_t *z = w.z;
+		/* cut short as well: the image then does not come out whole */
+		for (int cut = 0; cut < 2; cut++) {
+			size_t n = cut ? zlen / 2 : zlen;
+			for (size_t sp = 0; sp < PNG_END_SPLITS; sp += 2) {
+				kiln_buf b;
+				png_end_file(&png_end_images[im], z, n, sp, 0, &b);
+				kiln_pngdec_info info;
+				cr_assert_eq(kiln_pngdec_probe(b.data, b.len, NULL, &info, err, sizeof err), KILN_OK);
+				const uint8_t *zs;
+				uint8_t *owned;
+				cr_assert_eq(kiln_pngdec_zlib_stream(b.data, &info, &zs, &owned, err, sizeof err), KILN_OK);
+				uint8_t *out = malloc((size_t)info.filtered_size + 16);
+				size_t out_len = 0, used = 0;
+				int rc = inflate_whole(t, &info, zs, out, &out_len, &used);
+				uint32_t adler = (uint32_t)adler32(adler32(0L, Z_NULL, 0), out, (uInt)out_len);
+				kiln_status v = kiln_pngdec_stream_verdict(rc, out_len, used, adler, zs, info.zlib_size,
+									   info.filtered_size);
+				kiln_image got;
+				kiln_status cst = kiln_pngdec_decode_image(b.data, b.len, NULL, &got, NULL, err, sizeof err);
+				if (how == END_COMPLETE || how == END_TRAILING)
+					cr_expect_eq(v, cut ? KILN_ERR_TRUNCATED : KILN_OK, "image %zu, end %d, cut %d", im,
+						     how, cut);
+				if (v == KILN_ERR_UNSUPPORTED) {
+					cpu_ok += cst == KILN_OK;
+					cpu_refused += cst != KILN_OK;
+				} else {
+					settled++;
+					cr_assert_eq(cst, v, "image %zu, end %d, cut %d, split %zu: verdict %s, CPU path %s",
+						     im, how, cut, sp, kiln_strerror(v), kiln_strerror(cst));
 				}
+				if (cst == KILN_OK)
+					kiln_image_free(&got);
+				free(out);
+				free(owned);
+				kiln_buf_free(&b);
 			}
-			free(z);
 		}
-		free(filt);
 	}
+	cr_assert(!w.failed, "out of memory making the streams");
 	free(t);
 	cr_expect_gt(settled, 20);
 	cr_expect_gt(cpu_ok, 0);
