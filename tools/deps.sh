@@ -4,7 +4,7 @@
 set -eu
 pkgs="build-essential pkg-config libpng-dev libspng-dev zlib1g-dev libjansson-dev libcriterion-dev
       libzmq3-dev libcurl4-openssl-dev libmicrohttpd-dev libsquish-dev libastcenc-dev
-      astcenc libssl-dev python3-botocore python3-yaml"
+      astcenc libssl-dev python3-botocore python3-yaml pngcheck"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
