@@ -367,7 +367,9 @@ struct warp_shared {
 	uint32_t dist[INFL_DIST_ROOT];
 	uint32_t pre[KILN_INFL_PRE_SIZE];
 	uint32_t *ovf; // device memory: lit's second levels, then dist's
-	uint8_t ring[RING];  // the output around the current batch: positions [o_end - RING, o_end)
+	// the output around the current batch: positions [o_end - RING, o_end) at o & (RING - 1),
+	// then room for a window's literals written on past the ring's end (warp_inflate)
+	uint8_t ring[RING + BATCH];
 	token tok[NTOK];
 	uint8_t lens[288 + 32]; // a block's code lengths (warp_block_header)
 	uint32_t cnt[16], nxt[16];
@@ -580,20 +582,32 @@ __device__ static void warp_refill(kiln_bits *b, const uint32_t nx[3], size_t *n
 	*nx_pos = SIZE_MAX;
 }
 
-// A window's entry e as a literal pair when it is a literal and so is next, the entry
-// where the symbol after it starts (bit offset q, within the window): INFL_PAIR, both
-// codes' bits in bits 0-7, the first code's in 12-15, the literals in 16-23 and 24-31. The
-// walk then takes two literals a step where both end within the bit count and the batch
-// has room for both, and the first alone otherwise: the symbols and the bits consumed are
-// those of two single steps. Photographs' filtered bytes are mostly literals, and a step
-// of the walk is a chain of dependent shuffles.
-#define INFL_PAIR 3u
-__device__ static uint32_t literal_pair(uint32_t e, uint32_t next, uint32_t q)
+// The walk keeps its bit position in the window WALK_BIAS on (pb = pos + WALK_BIAS), and
+// lane L holds the entries at offsets (L + WALK_BIAS) & 31 and 32 more: a shuffle at pb
+// reads lane pb & 31, which holds offset pos in the half that pb < 32 + WALK_BIAS picks.
+#define WALK_BIAS 16u
+#define WALK_LIT_MIN (WALK_BIAS << 24) // no table entry reaches it: values stay below 2^12
+#define WALK_PAIR 0x00800000u
+
+// A window's entry e, whose symbol ends at offset q, in the form the walk takes literals
+// in: the walk's position after it in bits 24-31 (so that a step takes its next position
+// as the entry holds it: the chain of dependent instructions from one step to the next is
+// a shuffle, a shift and a compare), the literal in 0-7. With pairs, when next (the entry
+// at offset q, within the window) is a literal too, a pair: the position after both in
+// 24-31, WALK_PAIR set, the first code's bits in 16-22, the second literal in 8-15, the
+// first in 0-7. Other entries stay as the
+// table has them. The walk takes two literals a step where both end within the bit count
+// and the batch has room for both, and the first alone otherwise: the symbols and the bits
+// consumed are those of two single steps. Photographs' filtered bytes are mostly literals,
+// and a step of the walk is a chain of dependent shuffles.
+__device__ static uint32_t walk_entry(uint32_t e, uint32_t next, uint32_t q, int pairs)
 {
-	if (KILN_INFL_KIND(e) != KILN_INFL_LIT || q >= 64 || KILN_INFL_KIND(next) != KILN_INFL_LIT)
+	if (KILN_INFL_KIND(e) != KILN_INFL_LIT)
 		return e;
-	return (next >> 16 & 0xFFu) << 24 | (e >> 16 & 0xFFu) << 16 | (e & 0xFFu) << 12 | INFL_PAIR << 8 |
-	       ((e & 0xFFu) + (next & 0xFFu));
+	uint32_t bits = e & 0xFFu, lit = e >> 16 & 0xFFu;
+	if (!pairs || q >= 64 || KILN_INFL_KIND(next) != KILN_INFL_LIT)
+		return (q + WALK_BIAS) << 24 | lit;
+	return (q + (next & 0xFFu) + WALK_BIAS) << 24 | WALK_PAIR | bits << 16 | (next >> 16 & 0xFFu) << 8 | lit;
 }
 
 // Inflates raw deflate in[0, len) into out[0, cap) with one warp: the semantics of
@@ -603,15 +617,15 @@ __device__ static uint32_t literal_pair(uint32_t e, uint32_t next, uint32_t q)
 // output bytes or NTOK matches:
 //  - decode: literals (and stored bytes) go straight into a ring of the recent output in
 //    shared memory, matches into a token list. Huffman symbols are read a 64-bit window at
-//    a time: lane k looks up the literal/length entries at bit offsets k and k + 32 (and
-//    makes literal pairs, literal_pair), and the warp walks the window from symbol to
-//    symbol by shuffles (a match's distance code looked up where it starts), taking the
-//    symbols that end within the bit count (a symbol it cannot take whole, a long code, the
-//    end of a block or any error, goes through the one-symbol path, kiln_infl_huffman's
-//    checks in its order). The walk only runs while 16 input bytes remain, where refills
-//    never feed the zero bytes past the end, so refilling once per window reads the same
-//    bits as refilling before each symbol; the words of the next refill are loaded during
-//    the walk (warp_refill);
+//    a time: each lane looks up the literal/length entries at two bit offsets 32 apart
+//    (and rewrites literals and pairs for the walk, walk_entry), and the warp walks the
+//    window from symbol to symbol by shuffles (a match's distance code looked up where it
+//    starts), taking the symbols that end within the bit count (a symbol it cannot take
+//    whole, a long code, the end of a block or any error, goes through the one-symbol path,
+//    kiln_infl_huffman's checks in its order). The walk only runs while 16 input bytes
+//    remain, where refills never feed the zero bytes past the end, so refilling once per
+//    window reads the same bits as refilling before each symbol; the words of the next
+//    refill are loaded during the walk (warp_refill);
 //  - copy: the batch's matches, each lane one match (bytes in order, byte j from
 //    src[j % dist]), in rounds: a match is copied once its source lies before the first
 //    match not yet copied (all final there); a long match (> 64 bytes) is copied by the
@@ -621,10 +635,15 @@ __device__ static uint32_t literal_pair(uint32_t e, uint32_t next, uint32_t q)
 //    its bytes.
 // flags: 1 one symbol at a time (no window walk), 4 clock counts, 8 matches one after
 // another by the whole warp (no rounds), 128 the walk over 32-bit windows, 512 no refill
-// words loaded a window ahead, 1024 no literal pairs (A/B).
+// words loaded a window ahead, 1024 no literal pairs (A/B). AB: whether flags are read at
+// all; the instance without (every flag 0 at compile time) is the one in use, as the
+// tests of the flags cost a window a dozen instructions (flag 2048 alone: the reading
+// instance with every method the default, its A/B).
+template <bool AB>
 __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *in, size_t len, uint8_t *out,
-						 size_t cap, int strip, int flags)
+						 size_t cap, int strip, int ab_flags)
 {
+	const int flags = AB ? ab_flags : 0;
 	const int prof = flags & 4, walk = !(flags & 1), rounds = !(flags & 8);
 	const int lane = threadIdx.x & 31;
 	long long t_hdr = 0, t_dec = 0, t_copy = 0, t_flush = 0, t0 = 0, nmatch = 0, nhdr = 0;
@@ -741,24 +760,29 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				// the input 256 bytes on into L1 (a line is about 20 windows)
 				if (lane == 1 && (b.pos & 127) < 8)
 					asm volatile("prefetch.global.L1 [%0];" ::"l"(b.in + b.pos + 256));
-				// the window: entries at bit offsets 0..span-1, lane k holding offsets k and
-				// k + 32; a symbol is taken when it ends within the count (refilled to >= 56
-				// for the 64-bit window: 16 bytes remain, the same bits)
+				// the window: entries at bit offsets 0..span-1, two a lane (WALK_BIAS); a
+				// symbol is taken when it ends within the count (refilled to >= 56 for the
+				// 64-bit window: 16 bytes remain, the same bits)
 				const uint32_t span = flags & 128 ? 32u : 64u;
 				if (span > 32 && b.count < 56)
 					warp_refill(&b, nx, &nx_pos);
-				uint32_t ek = w->lit[(uint32_t)(b.buf >> lane) & ((1u << KILN_INFL_LIT_BITS) - 1)];
+				const uint32_t off = (lane + WALK_BIAS) & 31u;
+				uint32_t ek = w->lit[(uint32_t)(b.buf >> off) & ((1u << KILN_INFL_LIT_BITS) - 1)];
 				uint32_t ek1 = 0;
 				if (span > 32)
-					ek1 = w->lit[(uint32_t)(b.buf >> (lane + 32)) & ((1u << KILN_INFL_LIT_BITS) - 1)];
+					ek1 = w->lit[(uint32_t)(b.buf >> (off + 32)) & ((1u << KILN_INFL_LIT_BITS) - 1)];
+				// where the symbol after each of the lane's two starts: the first may be in
+				// either half, the second only in the upper one (three shuffles)
+				uint32_t q = off + (ek & 0xFFu), q1 = off + 32 + (ek1 & 0xFFu);
 				if (!(flags & 1024)) {
-					// where the symbol after each lane's two starts: the first may be in
-					// either half, the second only in the upper one (three shuffles)
-					uint32_t q = lane + (ek & 0xFFu), q1 = lane + 32 + (ek1 & 0xFFu);
-					uint32_t lo = __shfl_sync(FULL_MASK, ek, q & 31u), hi = __shfl_sync(FULL_MASK, ek1, q & 31u);
-					uint32_t hi1 = __shfl_sync(FULL_MASK, ek1, q1 & 31u);
-					ek = literal_pair(ek, q < 32 ? lo : hi, q);
-					ek1 = literal_pair(ek1, hi1, q1);
+					uint32_t lo = __shfl_sync(FULL_MASK, ek, q + WALK_BIAS);
+					uint32_t hi = __shfl_sync(FULL_MASK, ek1, q + WALK_BIAS);
+					uint32_t hi1 = __shfl_sync(FULL_MASK, ek1, q1 + WALK_BIAS);
+					ek = walk_entry(ek, q < 32 ? lo : hi, q, 1);
+					ek1 = walk_entry(ek1, hi1, q1, 1);
+				} else {
+					ek = walk_entry(ek, 0, q, 0);
+					ek1 = walk_entry(ek1, 0, q1, 0);
 				}
 				if (!(flags & 512) && b.end - b.pos >= 8) {
 					// the words of the next refill (its position is b.pos: refills alone
@@ -783,65 +807,90 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				// each instead of 64-bit pairs
 				const size_t o_walk = o;
 				uint32_t n_walk = n, mbytes = 0; // symbols walked: literals + matches
-				const uint32_t room = (uint32_t)((limit < cap ? limit : cap) - o), ro = (uint32_t)o;
-				uint32_t pos = 0, cnt = b.count, k = 0;
-				// no test of pos against span: past the window (pos >= span, which only
-				// follows a symbol that ended there) every step breaks, as no symbol ends
-				// within the count (cnt <= 64; with 32-bit windows e_hi holds nothing)
-				while (k < room) {
-					// pos is the same in every lane: each lane picks its half before the
-					// one shuffle (two shuffles and a select after took more issue slots)
-					uint32_t e = __shfl_sync(FULL_MASK, pos < 32 ? ek : ek1, pos & 31u);
-					uint32_t kind = KILN_INFL_KIND(e), eb = e & 0xFFu;
-					if (kind == INFL_PAIR) {
-						if (pos + eb <= cnt && k + 1 < room) {
-							if (lane == 0) {
-								w->ring[(ro + k) & (RING - 1)] = (uint8_t)(e >> 16);
-								w->ring[(ro + k + 1) & (RING - 1)] = (uint8_t)(e >> 24);
+				uint32_t room = (uint32_t)((limit < cap ? limit : cap) - o);
+				// the literals go to the ring from o's place on, past its end where the
+				// window reaches it (moved to its start after the walk): no wrap a store
+				uint8_t *const lits = w->ring + (o & (RING - 1));
+				// (the compiler would recompute the room at every step otherwise; pinning
+				// the count and lits as well was 4% slower)
+				asm("" : "+r"(room));
+				// (the count never exceeds 63 here, refilled as it is; were it 64, a position
+				// of 64 would read an entry of offset 32)
+				const uint32_t cntb = (b.count < 63 ? b.count : 63) + WALK_BIAS;
+				uint32_t pb = WALK_BIAS, k = 0;
+				// each kind of step tests the room it needs; no test of the position against
+				// span: symbols are taken where they end within the count, so the position
+				// stays below 64, and with 32-bit windows past 31 it reads e_hi, which holds
+				// nothing. Every lane stores the walk's literals (the same byte at the same
+				// address): no branch on the lane.
+				if (room > 0) {
+					for (;;) {
+						// pb is the same in every lane: each lane picks its half before the
+						// one shuffle (two shuffles and a select after took more issue slots)
+						uint32_t e = __shfl_sync(FULL_MASK, pb < 32 + WALK_BIAS ? ek : ek1, pb);
+						if (e >= WALK_LIT_MIN) {
+							uint32_t nb = e >> 24, pair = e >> 23 & 1u;
+							if (nb <= cntb && k + pair < room) {
+								lits[k] = (uint8_t)e;
+								if (pair)
+									lits[k + 1] = (uint8_t)(e >> 8);
+								k += 1 + pair;
+								pb = nb;
+								continue;
 							}
-							k += 2;
-							pos += eb;
+							// a pair's first literal alone, as without pairs
+							nb = pb + (e >> 16 & 0x7Fu);
+							if (!pair || nb > cntb || k >= room)
+								break;
+							lits[k] = (uint8_t)e;
+							k++;
+							pb = nb;
 							continue;
 						}
-						kind = KILN_INFL_LIT; // the first literal alone, as without pairs
-						eb = (e >> 12) & 15u;
+						if (KILN_INFL_KIND(e) != KILN_INFL_LEN || k >= room)
+							break;
+						uint32_t pos = pb - WALK_BIAS, eb = e & 0xFFu, ex = (e >> 12) & 15u;
+						uint32_t dpos = pos + eb + ex;
+						if (dpos >= span)
+							break;
+						uint32_t l = (e >> 16) + ((uint32_t)(b.buf >> (pos + eb)) & ((1u << ex) - 1));
+						// the distance code looked up where it starts, the same address in
+						// every lane: kiSt files hold 0.2 to 1.6 matches a window, and a
+						// lookup at every offset of every window cost more
+						uint32_t d =
+							w->dist[(uint32_t)(b.buf >> dpos) & ((1u << KILN_INFL_DIST_BITS) - 1)];
+						if (KILN_INFL_KIND(d) != KILN_INFL_LEN)
+							break;
+						uint32_t db = d & 0xFFu, dx = (d >> 12) & 15u;
+						if (dpos + db + dx + WALK_BIAS > cntb)
+							break;
+						uint32_t dist =
+							(d >> 16) + ((uint32_t)(b.buf >> (dpos + db)) & ((1u << dx) - 1));
+						size_t at = o_walk + k;
+						if (dist > at || l > cap - at)
+							break;
+						if (lane == 0) {
+							w->tok[n].pos = (uint32_t)at;
+							w->tok[n].len_dist = l << 16 | dist;
+						}
+						n++;
+						k += l;
+						mbytes += l;
+						pb = dpos + db + dx + WALK_BIAS;
+						if (n == NTOK)
+							break;
 					}
-					if (kind == KILN_INFL_LIT && pos + eb <= cnt) {
-						if (lane == 0)
-							w->ring[(ro + k) & (RING - 1)] = (uint8_t)(e >> 16);
-						k++;
-						pos += eb;
-						continue;
-					}
-					if (kind != KILN_INFL_LEN)
-						break;
-					uint32_t ex = (e >> 12) & 15u, dpos = pos + eb + ex;
-					if (dpos >= span)
-						break;
-					uint32_t l = (e >> 16) + ((uint32_t)(b.buf >> (pos + eb)) & ((1u << ex) - 1));
-					// the distance code looked up where it starts, the same address in
-					// every lane: kiSt files hold 0.2 to 1.6 matches a window, and a
-					// lookup at every offset of every window cost more
-					uint32_t d = w->dist[(uint32_t)(b.buf >> dpos) & ((1u << KILN_INFL_DIST_BITS) - 1)];
-					if (KILN_INFL_KIND(d) != KILN_INFL_LEN)
-						break;
-					uint32_t db = d & 0xFFu, dx = (d >> 12) & 15u;
-					if (dpos + db + dx > cnt)
-						break;
-					uint32_t dist = (d >> 16) + ((uint32_t)(b.buf >> (dpos + db)) & ((1u << dx) - 1));
-					size_t at = o_walk + k;
-					if (dist > at || l > cap - at)
-						break;
-					if (lane == 0) {
-						w->tok[n].pos = (uint32_t)at;
-						w->tok[n].len_dist = l << 16 | dist;
-					}
-					n++;
-					k += l;
-					mbytes += l;
-					pos = dpos + db + dx;
-					if (n == NTOK)
-						break;
+				}
+				const uint32_t pos = pb - WALK_BIAS;
+				// literals past the ring's end to its start (literals come before room, <=
+				// BATCH bytes from o; the rest of a match's bytes are written later, by the
+				// copy, over whatever lies there)
+				uint32_t past = (uint32_t)(o & (RING - 1)) + (k < room ? k : room);
+				if (past > RING) {
+					__syncwarp();
+					for (uint32_t i = lane; i < past - RING; i += 32)
+						w->ring[i] = w->ring[RING + i];
+					__syncwarp();
 				}
 				o = o_walk + k;
 				if (prof) {
@@ -1075,7 +1124,10 @@ __device__ static void warp_inflate_slot(warp_shared *w, infl_slots sl, const ui
 		w->ovf = sl.ovf + (size_t)slot * INFL_OVF;
 	}
 	__syncwarp();
-	warp_inflate(w, in, len, out, cap, strip, flags);
+	if (flags)
+		warp_inflate<true>(w, in, len, out, cap, strip, flags);
+	else
+		warp_inflate<false>(w, in, len, out, cap, strip, 0);
 	if (lane == 0) {
 		__threadfence(); // the next owner of the slot sees nothing of ours in flight
 		atomicAnd(&sl.masks[slot / 32], ~(1u << (slot % 32)));
@@ -1932,7 +1984,7 @@ pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globa
 
 // ---- host ------------------------------------------------------------------------------
 
-// Measurement hooks for kiln-bench (png_dec.h): flags 1, 4, 8, 128 and 512
+// Measurement hooks for kiln-bench (png_dec.h): flags 1, 4, 8, 128, 512, 1024 and 2048
 // are warp_inflate's (A/B of its decode and copy methods, clock counts: kiln_pngdec_gpu_prof
 // reads and clears them), 16 runs the de-filter without shuffles (A/B), 2 records events
 // around the four kernels of the following calls (kiln_pngdec_gpu_phase_ms gives the last
@@ -2083,7 +2135,7 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 	if (strips == 0)
 		return KILN_OK;
 	uint32_t c32 = (uint32_t)count;
-	int flags = (int)(g_debug & (1u | 4u | 8u | 128u | 512u | 1024u)), timed = (g_debug & 2u) && g_ev[4];
+	int flags = (int)(g_debug & (1u | 4u | 8u | 128u | 512u | 1024u | 2048u)), timed = (g_debug & 2u) && g_ev[4];
 	// the most shared memory an SM can give (on the current device): the inflate kernels'
 	// resident warps are bounded by it; a refusal costs only speed (its error is cleared)
 	if (cudaFuncSetAttribute(pd_inflate, cudaFuncAttributePreferredSharedMemoryCarveout,
