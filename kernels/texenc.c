@@ -376,20 +376,17 @@ static void bind_plan(batch_plan *plan, const kiln_texture *tex, const uint8_t *
 	}
 }
 
-/* A batch's host copies, levels (or files) spread over a pool. */
-typedef struct copy_run {
+/* A batch's host copies, levels (or files) spread over a pool: base levels into the
+ * staging arena, PNG files into it, blocks out of it, each job with its own context. */
+typedef struct base_copy {
 	const batch_plan *plan;
-	const kiln_texenc_png *files; /* the PNG files into arena, at png->files' offsets */
-	const png_batch *png;
 	const kiln_image *images;
 	uint8_t *arena;
-	const uint8_t *blocks;
-	kiln_texture *tex;
-} copy_run;
+} base_copy;
 
 static void copy_base_range(void *ctx, size_t begin, size_t end)
 {
-	const copy_run *r = ctx;
+	const base_copy *r = ctx;
 	for (size_t n = begin; n < end; n++) {
 		const level_plan *p = &r->plan->levels[n];
 		const kiln_image *img = &r->images[p->image];
@@ -404,21 +401,33 @@ static void copy_base_range(void *ctx, size_t begin, size_t end)
 /* Copies the host pixels of every base level (images the GPU decodes have none). */
 static void copy_base_levels(kiln_pool *pool, const batch_plan *plan, const kiln_image *images, uint8_t *arena)
 {
-	copy_run r = {.plan = plan, .images = images, .arena = arena};
+	base_copy r = {.plan = plan, .images = images, .arena = arena};
 	kiln_pool_for(pool, plan->nlevels, 1, copy_base_range, &r);
 }
 
+typedef struct png_copy {
+	const kiln_texenc_png *files; /* into arena, at png's offsets */
+	const png_batch *png;
+	uint8_t *arena;
+} png_copy;
+
 static void copy_png_range(void *ctx, size_t begin, size_t end)
 {
-	const copy_run *r = ctx;
+	const png_copy *r = ctx;
 	const png_batch *pb = r->png;
 	for (size_t k = begin; k < end; k++)
 		memcpy(r->arena + pb->offset[k], r->files[pb->image[k]].data, pb->files[k].size);
 }
 
+typedef struct out_copy {
+	const batch_plan *plan;
+	const uint8_t *blocks;
+	kiln_texture *tex;
+} out_copy;
+
 static void copy_out_range(void *ctx, size_t begin, size_t end)
 {
-	const copy_run *r = ctx;
+	const out_copy *r = ctx;
 	for (size_t n = begin; n < end; n++) {
 		const level_plan *p = &r->plan->levels[n];
 		kiln_level *lv = &r->tex[p->image].levels[p->level];
@@ -441,7 +450,7 @@ static void collect_output(kiln_pool *pool, const batch_plan *plan, const uint8_
 			status[p->image] = KILN_ERR_NOMEM;
 	}
 	/* a level of an image that failed meanwhile keeps its storage: slot_finish frees it */
-	copy_run r = {.plan = plan, .blocks = blocks, .tex = tex};
+	out_copy r = {.plan = plan, .blocks = blocks, .tex = tex};
 	kiln_pool_for(pool, plan->nlevels, 1, copy_out_range, &r);
 }
 
@@ -663,7 +672,7 @@ static kiln_status gpu_png_decode(kiln_pool *copy_pool, batch_slot *s, const kil
 		pb->offset[pb->count++] = off;
 		off += align_up(files[i].size);
 	}
-	copy_run r = {.files = files, .png = pb, .arena = g->h_png};
+	png_copy r = {.files = files, .png = pb, .arena = g->h_png};
 	kiln_pool_for(copy_pool, pb->count, 1, copy_png_range, &r);
 	pb->temp_size = kiln_pngdec_temp_size(pb->files, pb->count);
 	if ((st = kiln_gpu_grow(&g->d_png_temp, &g->d_png_temp_cap, pb->temp_size ? pb->temp_size : 1, false)))
