@@ -365,14 +365,23 @@ __device__ unsigned long long g_prof[12];
 struct warp_shared {
 	uint32_t lit[INFL_LIT_ROOT];
 	uint32_t dist[INFL_DIST_ROOT];
-	uint32_t pre[KILN_INFL_PRE_SIZE];
 	uint32_t *ovf; // device memory: lit's second levels, then dist's
-	// the output around the current batch: positions [o_end - RING, o_end) at o & (RING - 1),
-	// then room for a window's literals written on past the ring's end (warp_inflate)
-	uint8_t ring[RING + BATCH];
+	union {
+		// the output around the current batch: positions [o_end - RING, o_end) at
+		// o & (RING - 1), then room for a window's literals written on past the ring's
+		// end (warp_inflate: moved to its start before anything else runs)
+		uint8_t ring[RING + BATCH];
+		// a block header's scratch over that room (warp_block_header), so that the
+		// room costs no shared memory: the code-length code's table, the code lengths,
+		// counts and first codes per length
+		struct {
+			uint8_t ring[RING];
+			uint32_t pre[KILN_INFL_PRE_SIZE];
+			uint8_t lens[288 + 32];
+			uint32_t cnt[16], nxt[16];
+		} hdr;
+	};
 	token tok[NTOK];
-	uint8_t lens[288 + 32]; // a block's code lengths (warp_block_header)
-	uint32_t cnt[16], nxt[16];
 	uint32_t n, done, rc, final, adler;
 	uint64_t out_len, used, start, end; // start, end: this batch's output range
 };
@@ -392,20 +401,20 @@ __device__ static int warp_build(warp_shared *w, uint32_t *table, uint32_t *ovf,
 	const uint32_t lane = threadIdx.x & 31;
 	uint32_t root = 1u << tb;
 	if (lane < 16)
-		w->cnt[lane] = 0;
+		w->hdr.cnt[lane] = 0;
 	__syncwarp();
 	for (uint32_t c0 = 0; c0 < n; c0 += 32) {
 		uint32_t s = c0 + lane, v = s < n ? lens[s] : 16u;
 		uint32_t m = __match_any_sync(FULL_MASK, v);
 		if (v < 16 && lane == (uint32_t)__ffs(m) - 1)
-			w->cnt[v] += (uint32_t)__popc(m);
+			w->hdr.cnt[v] += (uint32_t)__popc(m);
 		__syncwarp();
 	}
 	for (uint32_t i = lane; i < root; i += 32)
 		table[i] = KILN_INFL_ENTRY(0, 0, KILN_INFL_INVALID, 1);
 	uint32_t maxlen = 0;
 	for (int l = 15; l >= 1; l--)
-		if (w->cnt[l]) {
+		if (w->hdr.cnt[l]) {
 			maxlen = (uint32_t)l;
 			break;
 		}
@@ -416,7 +425,7 @@ __device__ static int warp_build(warp_shared *w, uint32_t *table, uint32_t *ovf,
 	int32_t left = 1;
 	for (int l = 1; l <= 15; l++) {
 		left <<= 1;
-		left -= (int32_t)w->cnt[l];
+		left -= (int32_t)w->hdr.cnt[l];
 		if (left < 0)
 			return -1;
 	}
@@ -426,20 +435,20 @@ __device__ static int warp_build(warp_shared *w, uint32_t *table, uint32_t *ovf,
 		__syncwarp();
 		if (lane == 0) {
 			uint32_t code = 0;
-			w->nxt[0] = 0;
+			w->hdr.nxt[0] = 0;
 			for (int l = 1; l <= 15; l++) {
-				code = (code + (l > 1 ? w->cnt[l - 1] : 0u)) << 1;
-				w->nxt[l] = code;
+				code = (code + (l > 1 ? w->hdr.cnt[l - 1] : 0u)) << 1;
+				w->hdr.nxt[l] = code;
 			}
 		}
 		__syncwarp();
 		for (uint32_t c0 = 0; c0 < n; c0 += 32) {
 			uint32_t s = c0 + lane, v = s < n ? lens[s] : 0u;
 			uint32_t m = __match_any_sync(FULL_MASK, v);
-			uint32_t code = w->nxt[v] + (uint32_t)__popc(m & ((1u << lane) - 1));
+			uint32_t code = w->hdr.nxt[v] + (uint32_t)__popc(m & ((1u << lane) - 1));
 			__syncwarp();
 			if (v && lane == 31u - (uint32_t)__clz(m))
-				w->nxt[v] += (uint32_t)__popc(m);
+				w->hdr.nxt[v] += (uint32_t)__popc(m);
 			__syncwarp();
 			if (v == 0)
 				continue;
@@ -506,37 +515,37 @@ __device__ static int warp_dynamic(warp_shared *w, kiln_bits *b)
 	if (hlit > 286 || hdist > 30)
 		return KILN_INFL_ERR_DATA;
 	if (lane < 19)
-		w->lens[lane] = 0;
+		w->hdr.lens[lane] = 0;
 	__syncwarp();
 	kiln_bits_refill(b);
 	for (uint32_t i = 0; i < hclen; i++) {
 		if (b->count < 3)
 			kiln_bits_refill(b);
 		if (lane == 0)
-			w->lens[kiln_infl_pre_order[i]] = (uint8_t)(b->buf & 7u);
+			w->hdr.lens[kiln_infl_pre_order[i]] = (uint8_t)(b->buf & 7u);
 		kiln_bits_drop(b, 3);
 	}
 	__syncwarp();
-	if (warp_build(w, w->pre, NULL, KILN_INFL_PRE_SIZE, KILN_INFL_PRE_BITS, w->lens, 19, 2) != 0)
+	if (warp_build(w, w->hdr.pre, NULL, KILN_INFL_PRE_SIZE, KILN_INFL_PRE_BITS, w->hdr.lens, 19, 2) != 0)
 		return KILN_INFL_ERR_DATA;
 	uint32_t n = 0, total = hlit + hdist, len = 0;
 	while (n < total) {
 		// every lane decodes the same bits (the warp stays in step) and stores its stripe
 		// of the run: lane 0 alone for a single length
 		uint32_t rep;
-		int rc = kiln_infl_len_run(w->pre, b, n, total, &rep, &len);
+		int rc = kiln_infl_len_run(w->hdr.pre, b, n, total, &rep, &len);
 		if (rc != KILN_INFL_OK)
 			return rc;
 		for (uint32_t i = lane; i < rep; i += 32)
-			w->lens[n + i] = (uint8_t)len;
+			w->hdr.lens[n + i] = (uint8_t)len;
 		n += rep;
 	}
 	__syncwarp();
-	if (w->lens[256] == 0)
+	if (w->hdr.lens[256] == 0)
 		return KILN_INFL_ERR_DATA;
-	if (warp_build(w, w->lit, w->ovf, KILN_INFL_LIT_SIZE, KILN_INFL_LIT_BITS, w->lens, hlit, 0) != 0)
+	if (warp_build(w, w->lit, w->ovf, KILN_INFL_LIT_SIZE, KILN_INFL_LIT_BITS, w->hdr.lens, hlit, 0) != 0)
 		return KILN_INFL_ERR_DATA;
-	if (warp_build(w, w->dist, w->ovf + INFL_LIT_OVF, KILN_INFL_DIST_SIZE, KILN_INFL_DIST_BITS, w->lens + hlit,
+	if (warp_build(w, w->dist, w->ovf + INFL_LIT_OVF, KILN_INFL_DIST_SIZE, KILN_INFL_DIST_BITS, w->hdr.lens + hlit,
 		       hdist, 1) != 0)
 		return KILN_INFL_ERR_DATA;
 	return KILN_INFL_OK;
@@ -553,10 +562,10 @@ __device__ static int warp_block_header(warp_shared *w, kiln_bits *b, uint32_t *
 	if (*btype == 1) {
 		// kiln_infl_fixed's lengths
 		for (uint32_t i = lane; i < 288 + 32; i += 32)
-			w->lens[i] = (uint8_t)(i < 144 ? 8 : i < 256 ? 9 : i < 280 ? 7 : i < 288 ? 8 : 5);
+			w->hdr.lens[i] = (uint8_t)(i < 144 ? 8 : i < 256 ? 9 : i < 280 ? 7 : i < 288 ? 8 : 5);
 		__syncwarp();
-		warp_build(w, w->lit, w->ovf, KILN_INFL_LIT_SIZE, KILN_INFL_LIT_BITS, w->lens, 288, 0);
-		warp_build(w, w->dist, w->ovf + INFL_LIT_OVF, KILN_INFL_DIST_SIZE, KILN_INFL_DIST_BITS, w->lens + 288, 32,
+		warp_build(w, w->lit, w->ovf, KILN_INFL_LIT_SIZE, KILN_INFL_LIT_BITS, w->hdr.lens, 288, 0);
+		warp_build(w, w->dist, w->ovf + INFL_LIT_OVF, KILN_INFL_DIST_SIZE, KILN_INFL_DIST_BITS, w->hdr.lens + 288, 32,
 			   1);
 		return KILN_INFL_OK;
 	}
