@@ -829,7 +829,7 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				uint32_t pb = WALK_BIAS, k = 0;
 				// each kind of step tests the room it needs; no test of the position against
 				// span: symbols are taken where they end within the count, so the position
-				// stays below 64, and with 32-bit windows past 31 it reads e_hi, which holds
+				// stays below 64, and with 32-bit windows past 31 it reads ek1, which holds
 				// nothing. Every lane stores the walk's literals (the same byte at the same
 				// address): no branch on the lane.
 				if (room > 0) {
