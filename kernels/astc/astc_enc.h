@@ -453,14 +453,16 @@ typedef struct astc_enc_fit {
  * normalised to 0..1, oriented so that endpoint 1 has the larger RGB sum (plain direct
  * endpoints need s1 >= s0; blue-contracted ones store 2r + 2g - b in that order, which
  * usually grows the same way; see astc_enc_quant_endpoints). Also notes the partitions
- * with alpha and the gray ones, and the block's distance from gray. */
-ASTC_ENC_OUTLINE void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
+ * with alpha and the gray ones, and the block's distance from gray. With `positions` 0
+ * only the residuals and the partitions' flags (what ranks a partitioning; the fit of
+ * the one chosen is made again), which skips the positions and the gray distance. */
+ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit *fit, int positions)
 {
 	for (int k = 0; k < 4; k++)
 		fit->resid[k] = 0;
 	/* the gray-axis distance in ninths: (3 c - (r + g + b))^2 summed over RGB, over 9 */
 	uint32_t g9 = 0;
-	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+	KILN_ROLLED for (int i = 0; i < blk->n && positions; i++) {
 		/* here and below the channels are written out: a loop of 4 is not unrolled at -O2 */
 		int sum = blk->px[i][0] + blk->px[i][1] + blk->px[i][2];
 		int d0 = 3 * blk->px[i][0] - sum, d1 = 3 * blk->px[i][1] - sum, d2 = 3 * blk->px[i][2] - sum;
@@ -505,10 +507,22 @@ ASTC_ENC_OUTLINE void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit
 			d[1] = ccs == 1 ? 0.0f : (float)x[1] - mean[1];
 			d[2] = ccs == 2 ? 0.0f : (float)x[2] - mean[2];
 			d[3] = ccs == 3 ? 0.0f : (float)x[3] - mean[3];
-			for (int a = 0; a < 4; a++)
-				for (int b = 0; b < 4; b++)
-					cov[a][b] += d[a] * d[b];
+			/* the upper triangle, written out (cov[b][a] would add the same products in the
+			 * same order) */
+			cov[0][0] += d[0] * d[0];
+			cov[0][1] += d[0] * d[1];
+			cov[0][2] += d[0] * d[2];
+			cov[0][3] += d[0] * d[3];
+			cov[1][1] += d[1] * d[1];
+			cov[1][2] += d[1] * d[2];
+			cov[1][3] += d[1] * d[3];
+			cov[2][2] += d[2] * d[2];
+			cov[2][3] += d[2] * d[3];
+			cov[3][3] += d[3] * d[3];
 		}
+		for (int a = 1; a < 4; a++)
+			for (int b = 0; b < a; b++)
+				cov[a][b] = cov[b][a];
 		/* start from the channel of largest variance */
 		float v[4] = {0, 0, 0, 0};
 		int big = 0;
@@ -555,7 +569,7 @@ ASTC_ENC_OUTLINE void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit
 			tmax = t > tmax ? t : tmax;
 		}
 		float span = tmax - tmin;
-		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+		KILN_ROLLED for (int i = 0; i < blk->n && positions; i++) {
 			if (fit->part[i] != p)
 				continue;
 			fit->w[i] = span > 0.0f ? (fit->w[i] - tmin) / span : 0.5f;
@@ -563,6 +577,11 @@ ASTC_ENC_OUTLINE void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit
 				fit->w1[i] = cmax > cmin ? (float)(blk->px[i][fit->ccs] - cmin) / (float)(cmax - cmin) : 0.5f;
 		}
 	}
+}
+
+KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
+{
+	astc_enc_line_fit(blk, fit, 1);
 }
 
 /* Decoded endpoints (0..255) of partition p from s. */
@@ -1918,7 +1937,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
 		KILN_ROLLED for (int i = 0; i < n; i++)
 			f->part[i] = (uint8_t)(((*pl)[seeds[t]][0][i >> 6] >> (i & 63) & 1u) |
 					      (((*pl)[seeds[t]][1][i >> 6] >> (i & 63) & 1u) << 1));
-		astc_enc_fit_lines(blk, f);
+		astc_enc_line_fit(blk, f, 0);
 		scores[t] = f->resid[0] + f->resid[1] + f->resid[2] + f->resid[3];
 	}
 	KILN_ROLLED for (int j = 0; j < full && j < have && *best_err > 0; j++) {
@@ -2021,7 +2040,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 			KILN_ROLLED for (int t = 0; t < have; t++) {
 				KILN_ROLLED for (int i = 0; i < n; i++)
 					f2->part[i] = (uint8_t)((ctx->part2[seeds[t]][i >> 6] >> (i & 63)) & 1u);
-				astc_enc_fit_lines(blk, f2);
+				astc_enc_line_fit(blk, f2, 0);
 				scores[t] = f2->resid[0] + f2->resid[1] + f2->resid[2] + f2->resid[3];
 			}
 			/* stable selection of the `full` lowest residuals */
