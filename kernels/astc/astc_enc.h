@@ -17,7 +17,7 @@
  *  - per fit, the block modes are first ranked without encoding (astc_enc_estimate):
  *    ideal weights decimated to each grid (least squares by correction steps), then per
  *    mode the error of quantising them and an expected endpoint quantisation error for
- *    each endpoint kind; the best 3 / 16 / 32 (mode, kind) candidates are encoded exactly
+ *    each endpoint kind; the best 3 / 8 / 32 (mode, kind) candidates are encoded exactly
  *    once, the best 1 / 3 / 4 of those refined (alternating endpoint least squares and
  *    weight re-projection; not at fast) and polished (each grid weight and colour value
  *    moved one quantisation level while the exact error falls; at medium only those
@@ -106,6 +106,9 @@ typedef struct astc_enc_effort {
 	 * its lines plus the ranking's best error times pred_w / 16, is below the best error
 	 * so far times pred_cut / 16 (0: always) */
 	uint8_t pred_w, pred_cut;
+	/* the ranking's weight quantisation and endpoint quantisation terms times est_qw / 16
+	 * and est_cw / 16 (16: as modelled) */
+	uint8_t est_qw, est_cw;
 } astc_enc_effort;
 
 /* fast aims at astcenc -fast quality and spends what it had above it on speed: it
@@ -142,33 +145,47 @@ typedef struct astc_enc_effort {
  *    at 8 and 16 per texel: at 16 and 32 (the first alone: 7-12% fewer instructions) the
  *    smooth Kodak crop of tests/unit/test_astc.c got no 2- and 3-partition blocks;
  *  - one refinement round (was 2; -0.005 dB), 2 correction steps to rank the modes
- *    (was 4; -0.002 and -0.010 dB for the two steps), single-plane grids of at least a
- *    third of the texels per partition (-0.001 dB, 9% fewer) and second-plane grids of
- *    at least a sixth (a third cost 0.12 dB on RGBA 8x8, whose alpha plane needs the
- *    small grids);
+ *    (was 4; -0.002 and -0.010 dB for the two steps; one since, below), single-plane
+ *    grids of at least a third of the texels per partition (-0.001 dB, 9% fewer) and
+ *    second-plane grids of at least a sixth (a third cost 0.12 dB on RGBA 8x8, whose
+ *    alpha plane needs the small grids);
  *  - a refined candidate polished only where its error is within 1.25x of the best so
  *    far (polish_gate 20): -0.010 dB at 8x8 for 17% fewer instructions;
  *  - a fit of 2-4 partitions encoded only where the residual off its lines plus half the
- *    ranking's best error is under 1.125x the best error so far (pred_w 8, pred_cut 18;
- *    astc_enc_hopeless). Those searches improved the block in 12% (2 partitions) and 4%
- *    (3) of the cases at 8x8 and were 55% of the instructions; the ranking's error
- *    alone overestimates the exact one about twice, and the residual alone is far
- *    under it. Gating after the ranking leaves the encoding and polish of the fits it
- *    turns away (about 63% of a search): 9-12% fewer instructions at 6x6 and 8x8 for
- *    -0.006 dB (RGB), -0.001 to -0.012 dB (RGBA) on 24 Kodak 64x64 crops; a cut of 1.0x
- *    saved 13-15% for -0.02 to -0.04 dB.
+ *    ranking's best error (pred_w 8; 12 since, below) is under 1.125x the best error so
+ *    far (pred_cut 18; astc_enc_hopeless). Those searches improved the block in 12% (2
+ *    partitions) and 4% (3) of the cases at 8x8 and were 55% of the instructions; the
+ *    ranking's error alone overestimated the exact one about twice, and the residual
+ *    alone is far under it. Gating after the ranking leaves the encoding and polish of
+ *    the fits it turns away (about 63% of a search): 9-12% fewer instructions at 6x6
+ *    and 8x8 for -0.006 dB (RGB), -0.001 to -0.012 dB (RGBA) on 24 Kodak 64x64 crops;
+ *    a cut of 1.0x saved 13-15% for -0.02 to -0.04 dB;
+ *  - the ranking's weight quantisation term at 6/16 and its endpoint quantisation term
+ *    at 10/16 of what they model (est_qw, est_cw). Fitted to the exact first-pass errors
+ *    of the candidates (least squares within each fit, 24 Kodak 64x64 crops), the terms
+ *    weighed 0.4-0.7 and 0.7-0.8 against the decimation error's 0.9, the first the less
+ *    the larger the footprint (the polish and the refinement remove much of it); so
+ *    weighed, the candidate that ends best was in the first 8 of the list at 8x8 in 93%
+ *    of the fits instead of 75%. That gave +0.10 dB at 8x8 (RGB and RGBA) and spent:
+ *    8 candidates (was 16), one correction step to rank the modes (was 2), the
+ *    prediction above at pred_w 12 (was 8): with the new weights, against the previous
+ *    commit, RGB -0.005 / -0.006 / +0.077 dB at 4x4 / 6x6 / 8x8 for 17% / 19% / 25%
+ *    fewer instructions. Measured on top and not taken (6x6 RGB): 2 kept candidates
+ *    (-0.037 dB, -8%), no refinement round (-0.038, -5%), polish_gate 18 (-0.020, -7%),
+ *    pred_cut 16 (-0.017, -3%), 6 candidates (-0.010, -3.5%), 2 polish passes (-0.006, -1%).
  * medium and high try 3 and 4 partitions (and high the second plane with 2 partitions)
  * only for blocks still far off (smooth blocks rarely gain). */
 KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
 {
 	/* cand keep iterations passes est_steps grid_steps grid_share, dual_tries dual_gate,
 	 * p2_gate p2_tries p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult,
-	 * dual_rgate dual_rfrac p2_rgate p2_rfrac, dual_share polish_gate, pred_w pred_cut */
-	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0};
-	const astc_enc_effort medium = {16, 3, 1, 4, 2, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
-					0, 4, 0, 0, 6, 20, 8, 18};
+	 * dual_rgate dual_rfrac p2_rgate p2_rfrac, dual_share polish_gate, pred_w pred_cut,
+	 * est_qw est_cw */
+	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16};
+	const astc_enc_effort medium = {8, 3, 1, 4, 1, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
+					0, 4, 0, 0, 6, 20, 12, 18, 6, 10};
 	const astc_enc_effort high = {ASTC_ENC_MAX_CAND, ASTC_ENC_SHORTLIST, 3, 4, 4, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
-				      6, 1, 4, 16, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+				      6, 1, 4, 16, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16, 16};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
 }
 
@@ -1697,7 +1714,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 	/* the expected endpoint quantisation error of each colour range */
 	float cterm_of[ASTC_RANGES];
 	KILN_ROLLED for (int r = 0; r < ASTC_RANGES; r++)
-		cterm_of[r] = (float)channels * ctx->color_step[r] * ctx->color_step[r] / 18.0f;
+		cterm_of[r] = (float)channels * ctx->color_step[r] * ctx->color_step[r] / 18.0f * ((float)ef->est_cw / 16.0f);
 	/* and the error each kind adds */
 	float kterm[ASTC_ENC_KINDS];
 	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++)
@@ -1759,7 +1776,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 					float d = ideal[pl][j] - (float)ctx->wrecon[m->wrange][near[pl][j]];
 					q += d * d * gr->den[j];
 				}
-				e += q / 16.0f * lmean[pl];
+				e += q / 16.0f * lmean[pl] * ((float)ef->est_qw / 16.0f);
 			}
 			for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
 				/* a luminance candidate costs at least the block's distance from gray:
