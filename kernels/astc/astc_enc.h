@@ -109,6 +109,7 @@ typedef struct astc_enc_effort {
 	/* the ranking's weight quantisation and endpoint quantisation terms times est_qw / 16
 	 * and est_cw / 16 (16: as modelled) */
 	uint8_t est_qw, est_cw;
+	uint8_t moment_score; /* ranks partitionings by astc_enc_moment_resid (0: line fits) */
 } astc_enc_effort;
 
 /* fast aims at astcenc -fast quality and spends what it had above it on speed: it
@@ -181,11 +182,11 @@ KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
 	 * p2_gate p2_tries p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult,
 	 * dual_rgate dual_rfrac p2_rgate p2_rfrac, dual_share polish_gate, pred_w pred_cut,
 	 * est_qw est_cw */
-	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16};
+	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0};
 	const astc_enc_effort medium = {8, 3, 1, 4, 1, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
-					0, 4, 0, 0, 6, 20, 12, 18, 6, 10};
+					0, 4, 0, 0, 6, 20, 12, 18, 6, 10, 1};
 	const astc_enc_effort high = {ASTC_ENC_MAX_CAND, ASTC_ENC_SHORTLIST, 3, 4, 4, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
-				      6, 1, 4, 16, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16, 16};
+				      6, 1, 4, 16, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 0};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
 }
 
@@ -612,6 +613,74 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 {
 	astc_enc_line_fit(blk, fit, 1);
+}
+
+/* The squared distance of a partitioning's texels from the best line of each partition
+ * (the sum of astc_enc_line_fit's residuals but for their rounding), from the texels'
+ * sums and sums of products per partition in one pass: each partition's covariance, and
+ * its variance off the principal axis (the trace less the Rayleigh quotient of the axis
+ * found as there). */
+ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const astc_enc_fit *fit)
+{
+	int32_t cnt[4] = {0, 0, 0, 0}, sum[4][4] = {{0}}, prod[4][10] = {{0}};
+	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+		const uint8_t *x = blk->px[i];
+		int p = fit->part[i];
+		int32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
+		cnt[p]++;
+		sum[p][0] += x0;
+		sum[p][1] += x1;
+		sum[p][2] += x2;
+		sum[p][3] += x3;
+		int32_t *q = prod[p];
+		q[0] += x0 * x0;
+		q[1] += x0 * x1;
+		q[2] += x0 * x2;
+		q[3] += x0 * x3;
+		q[4] += x1 * x1;
+		q[5] += x1 * x2;
+		q[6] += x1 * x3;
+		q[7] += x2 * x2;
+		q[8] += x2 * x3;
+		q[9] += x3 * x3;
+	}
+	float total = 0.0f;
+	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
+		if (cnt[p] == 0)
+			continue;
+		/* the covariance times the texel count, exact in 64 bits */
+		float cov[4][4];
+		int at = 0;
+		for (int a = 0; a < 4; a++)
+			for (int b = a; b < 4; b++, at++) {
+				int64_t c = (int64_t)cnt[p] * prod[p][at] - (int64_t)sum[p][a] * sum[p][b];
+				cov[a][b] = cov[b][a] = (float)c / (float)cnt[p];
+			}
+		float v[4] = {0, 0, 0, 0};
+		int big = 0;
+		for (int c = 1; c < 4; c++)
+			if (cov[c][c] > cov[big][big])
+				big = c;
+		v[big] = 1.0f;
+		KILN_ROLLED for (int it = 0; it < 8; it++) {
+			float nv[4], m = 0.0f;
+			for (int a = 0; a < 4; a++) {
+				nv[a] = cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3];
+				float mag = nv[a] < 0 ? -nv[a] : nv[a];
+				m = mag > m ? mag : m;
+			}
+			if (m <= 0.0f)
+				break;
+			for (int a = 0; a < 4; a++)
+				v[a] = nv[a] / m;
+		}
+		float vv = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3], vcv = 0.0f;
+		for (int a = 0; a < 4; a++)
+			vcv += v[a] * (cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3]);
+		float off = cov[0][0] + cov[1][1] + cov[2][2] + cov[3][3] - (vv > 0.0f ? vcv / vv : 0.0f);
+		total += off > 0.0f ? off : 0.0f;
+	}
+	return (uint32_t)(total + 0.5f);
 }
 
 /* Decoded endpoints (0..255) of partition p from s. */
@@ -1951,6 +2020,17 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 	}
 }
 
+/* The residual off the lines of a fit's partitioning (f->part, f->parts), which ranks the
+ * seeds of a partition count: from the texels' moments at moment_score, else from line
+ * fits. */
+KILN_HD uint32_t astc_enc_partitioning_score(const astc_enc_effort *ef, const astc_enc_block *blk, astc_enc_fit *f)
+{
+	if (ef->moment_score)
+		return astc_enc_moment_resid(blk, f);
+	astc_enc_line_fit(blk, f, 0);
+	return f->resid[0] + f->resid[1] + f->resid[2] + f->resid[3];
+}
+
 /* k partitions (3, 4): the `tries` seeds whose patterns best match a k-means clustering,
  * re-ranked by the residual of a line fit per partition, the best `full` searched; the
  * fits are made in *scratch. */
@@ -1983,8 +2063,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
 		KILN_ROLLED for (int i = 0; i < n; i++)
 			f->part[i] = (uint8_t)(((*pl)[seeds[t]][0][i >> 6] >> (i & 63) & 1u) |
 					      (((*pl)[seeds[t]][1][i >> 6] >> (i & 63) & 1u) << 1));
-		astc_enc_line_fit(blk, f, 0);
-		scores[t] = f->resid[0] + f->resid[1] + f->resid[2] + f->resid[3];
+		scores[t] = astc_enc_partitioning_score(ef, blk, f);
 	}
 	KILN_ROLLED for (int j = 0; j < full && j < have && *best_err > 0; j++) {
 		int sd = astc_enc_select(seeds, scores, have, j);
@@ -2086,8 +2165,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 			KILN_ROLLED for (int t = 0; t < have; t++) {
 				KILN_ROLLED for (int i = 0; i < n; i++)
 					f2->part[i] = (uint8_t)((ctx->part2[seeds[t]][i >> 6] >> (i & 63)) & 1u);
-				astc_enc_line_fit(blk, f2, 0);
-				scores[t] = f2->resid[0] + f2->resid[1] + f2->resid[2] + f2->resid[3];
+				scores[t] = astc_enc_partitioning_score(ef, blk, f2);
 			}
 			/* stable selection of the `full` lowest residuals */
 			KILN_ROLLED for (int k = 0; k < full && k < have; k++) {
