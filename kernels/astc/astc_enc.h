@@ -21,7 +21,7 @@
  *    once, the best 1 / 3 / 4 of those refined (alternating endpoint least squares and
  *    weight re-projection; not at fast) and polished (each grid weight and colour value
  *    moved one quantisation level while the exact error falls; at medium only those
- *    refined to within 1.25x of the best error so far);
+ *    refined to within 1.1875x of the best error so far);
  *  - endpoint kinds: direct (CEM 8 RGB, 12 RGBA), base+scale (CEM 6 RGB, 10 RGB with
  *    two alphas), which leave more bits for colour precision, and luminance (CEM 0 L,
  *    4 L+alpha) for gray blocks; under the first two a gray partition (R = G = B) among
@@ -151,7 +151,9 @@ typedef struct astc_enc_effort {
  *    second-plane grids of at least a sixth (a third cost 0.12 dB on RGBA 8x8, whose
  *    alpha plane needs the small grids);
  *  - a refined candidate polished only where its error is within 1.25x of the best so
- *    far (polish_gate 20): -0.010 dB at 8x8 for 17% fewer instructions;
+ *    far (polish_gate 20): -0.010 dB at 8x8 for 17% fewer instructions; 1.1875x since
+ *    (19, with the changes below: -0.004 to -0.009 dB RGB, -0.003 to -0.006 dB RGBA,
+ *    3% fewer; 18 cost 0.02 dB at 6x6 for 7%);
  *  - a fit of 2-4 partitions encoded only where the residual off its lines plus half the
  *    ranking's best error (pred_w 8; 12 since, below) is under 1.125x the best error so
  *    far (pred_cut 18; astc_enc_hopeless). Those searches improved the block in 12% (2
@@ -184,7 +186,7 @@ KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
 	 * est_qw est_cw */
 	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0};
 	const astc_enc_effort medium = {8, 3, 1, 4, 1, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
-					0, 4, 0, 0, 6, 20, 12, 18, 6, 10, 1};
+					0, 4, 0, 0, 6, 19, 12, 18, 6, 10, 1};
 	const astc_enc_effort high = {ASTC_ENC_MAX_CAND, ASTC_ENC_SHORTLIST, 3, 4, 4, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
 				      6, 1, 4, 16, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 0};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
