@@ -781,12 +781,18 @@ KILN_HD void astc_enc_plane_weights(const astc_enc_grid *g, int n, int wrange, c
 }
 
 /* astc_interpolate of astc_block.h without its loop (the FP16 truncation as a mask chosen
- * by the magnitude); tests/unit/test_astc.c checks that the two agree everywhere. */
+ * by the magnitude: 31 from 32768 down to 1 from 2048, a bit for each bit of c above bit
+ * 10, so the bits of c >> 11 smeared downwards; a chain of comparisons was branches that
+ * the texels' values mispredict); tests/unit/test_astc.c checks that the two agree
+ * everywhere. */
 KILN_HD int astc_enc_unorm8(uint32_t c)
 {
 	if (c >= 65535u)
 		return 255;
-	uint32_t m = c >= 32768u ? 31u : (c >= 16384u ? 15u : (c >= 8192u ? 7u : (c >= 4096u ? 3u : (c >= 2048u ? 1u : 0u))));
+	uint32_t m = c >> 11;
+	m |= m >> 1;
+	m |= m >> 2;
+	m |= m >> 4;
 	return (int)(((c & ~m) * 255u + 32768u) >> 16);
 }
 
