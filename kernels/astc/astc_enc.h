@@ -6,11 +6,12 @@
  *  - partitionings ("fits"): one partition with one weight plane; one partition with a
  *    second plane for the channel farthest from the principal line (every varying
  *    channel at high); 2 partitions: the seeds whose patterns best match a 2-means
- *    clustering, re-ranked by the residual of a line fit per partition, the best 1 / 2 / 6
+ *    clustering, re-ranked by the residual off a line per partition, the best 1 / 2 / 6
  *    (fast / medium / high) searched in full (at high also the best one with a second
  *    plane); 3 and 4 partitions likewise from a k-means clustering (patterns matched
  *    under the best relabelling), at medium (1 + 1 searched) and high (2 + 1), only for
- *    blocks still far off, not at fast; fast and medium try the second plane and 2
+ *    blocks still far off, not at fast; at medium a fit of 2-4 partitions is encoded only
+ *    where its residual and ranking predict an error near the best so far; fast and medium try the second plane and 2
  *    partitions only for blocks that one partition leaves far off, and the second plane
  *    (fast also 2 partitions) only where the block's line leaves a large residual
  *    (astc_enc_effort_of);
@@ -1926,7 +1927,8 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 /* Whether a fit of several partitions, ranked (best ranked error est), cannot come near
  * the best error so far (pred_w, pred_cut). The residual off the fit's lines bounds the
  * error of its encodings from below (any encoding puts each partition's texels on a
- * line); the ranking's error stands for the rest, which it overestimates about twice. */
+ * line); the ranking's error, at pred_w / 16, stands for the rest (which it overestimated
+ * about twice before its terms were reweighed: astc_enc_effort_of). */
 KILN_HD int astc_enc_hopeless(const astc_enc_effort *ef, const astc_enc_fit *fit, float est, uint32_t best_err)
 {
 	if (!ef->pred_cut || fit->parts < 2)
@@ -2040,7 +2042,7 @@ KILN_HD uint32_t astc_enc_partitioning_score(const astc_enc_effort *ef, const as
 }
 
 /* k partitions (3, 4): the `tries` seeds whose patterns best match a k-means clustering,
- * re-ranked by the residual of a line fit per partition, the best `full` searched; the
+ * re-ranked by the residual off a line per partition, the best `full` searched; the
  * fits are made in *scratch. */
 ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 					    const astc_enc_fit *line,
