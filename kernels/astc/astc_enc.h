@@ -11,10 +11,10 @@
  *    plane); 3 and 4 partitions likewise from a k-means clustering (patterns matched
  *    under the best relabelling), at medium (1 + 1 searched) and high (2 + 1), only for
  *    blocks still far off, not at fast; at medium a fit of 2-4 partitions is encoded only
- *    where its residual and ranking predict an error near the best so far; fast and medium try the second plane and 2
- *    partitions only for blocks that one partition leaves far off, and the second plane
- *    (fast also 2 partitions) only where the block's line leaves a large residual
- *    (astc_enc_effort_of);
+ *    where its residual and ranking predict an error near the best so far; fast and
+ *    medium try the second plane and 2 partitions only for blocks that one partition
+ *    leaves far off, and the second plane (fast also 2 partitions) only where the block's
+ *    line leaves a large residual (astc_enc_effort_of);
  *  - per fit, the block modes are first ranked without encoding (astc_enc_estimate):
  *    ideal weights decimated to each grid (least squares by correction steps), then per
  *    mode the error of quantising them and an expected endpoint quantisation error for
