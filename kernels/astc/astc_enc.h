@@ -483,6 +483,30 @@ typedef struct astc_enc_fit {
 	float w1[ASTC_MAX_TEXELS];
 } astc_enc_fit;
 
+/* The principal axis of a 4x4 covariance (any scale), unnormalised: power iteration from
+ * the channel of largest variance, 8 steps at most. */
+KILN_HD void astc_enc_principal_axis(const float cov[4][4], float v[4])
+{
+	int big = 0;
+	for (int c = 1; c < 4; c++)
+		if (cov[c][c] > cov[big][big])
+			big = c;
+	for (int a = 0; a < 4; a++)
+		v[a] = a == big ? 1.0f : 0.0f;
+	KILN_ROLLED for (int it = 0; it < 8; it++) {
+		float nv[4], m = 0.0f;
+		for (int a = 0; a < 4; a++) {
+			nv[a] = cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3];
+			float mag = nv[a] < 0 ? -nv[a] : nv[a];
+			m = mag > m ? mag : m;
+		}
+		if (m <= 0.0f)
+			break;
+		for (int a = 0; a < 4; a++)
+			v[a] = nv[a] / m;
+	}
+}
+
 /* Principal axis of each partition by power iteration (no square roots), projections
  * normalised to 0..1, oriented so that endpoint 1 has the larger RGB sum (plain direct
  * endpoints need s1 >= s0; blue-contracted ones store 2r + 2g - b in that order, which
@@ -557,25 +581,8 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 		for (int a = 1; a < 4; a++)
 			for (int b = 0; b < a; b++)
 				cov[a][b] = cov[b][a];
-		/* start from the channel of largest variance */
-		float v[4] = {0, 0, 0, 0};
-		int big = 0;
-		for (int c = 1; c < 4; c++)
-			if (cov[c][c] > cov[big][big])
-				big = c;
-		v[big] = 1.0f;
-		KILN_ROLLED for (int it = 0; it < 8; it++) {
-			float nv[4], m = 0.0f;
-			for (int a = 0; a < 4; a++) {
-				nv[a] = cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3];
-				float mag = nv[a] < 0 ? -nv[a] : nv[a];
-				m = mag > m ? mag : m;
-			}
-			if (m <= 0.0f)
-				break;
-			for (int a = 0; a < 4; a++)
-				v[a] = nv[a] / m;
-		}
+		float v[4];
+		astc_enc_principal_axis(cov, v);
 		if (v[0] + v[1] + v[2] < 0.0f)
 			for (int a = 0; a < 4; a++)
 				v[a] = -v[a];
@@ -659,24 +666,8 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const
 				int64_t c = (int64_t)cnt[p] * prod[p][at] - (int64_t)sum[p][a] * sum[p][b];
 				cov[a][b] = cov[b][a] = (float)c / (float)cnt[p];
 			}
-		float v[4] = {0, 0, 0, 0};
-		int big = 0;
-		for (int c = 1; c < 4; c++)
-			if (cov[c][c] > cov[big][big])
-				big = c;
-		v[big] = 1.0f;
-		KILN_ROLLED for (int it = 0; it < 8; it++) {
-			float nv[4], m = 0.0f;
-			for (int a = 0; a < 4; a++) {
-				nv[a] = cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3];
-				float mag = nv[a] < 0 ? -nv[a] : nv[a];
-				m = mag > m ? mag : m;
-			}
-			if (m <= 0.0f)
-				break;
-			for (int a = 0; a < 4; a++)
-				v[a] = nv[a] / m;
-		}
+		float v[4];
+		astc_enc_principal_axis(cov, v);
 		float vv = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3], vcv = 0.0f;
 		for (int a = 0; a < 4; a++)
 			vcv += v[a] * (cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3]);
