@@ -10,19 +10,19 @@
  *    (fast / medium / high) searched in full (at high also the best one with a second
  *    plane); 3 and 4 partitions likewise from a k-means clustering (patterns matched
  *    under the best relabelling), at medium (1 + 1 searched) and high (2 + 1), only for
- *    blocks still far off, not at fast; at medium a fit of 2-4 partitions is encoded only
- *    where its residual and ranking predict an error near the best so far; fast and
- *    medium try the second plane and 2 partitions only for blocks that one partition
- *    leaves far off, and the second plane (fast also 2 partitions) only where the block's
- *    line leaves a large residual (astc_enc_effort_of);
+ *    blocks still far off, not at fast; at medium and high a fit of 2-4 partitions is
+ *    encoded only where its residual and ranking predict an error near the best so far;
+ *    fast and medium try the second plane and 2 partitions only for blocks that one
+ *    partition leaves far off, and the second plane (fast also 2 partitions) only where
+ *    the block's line leaves a large residual (astc_enc_effort_of);
  *  - per fit, the block modes are first ranked without encoding (astc_enc_estimate):
  *    ideal weights decimated to each grid (least squares by correction steps), then per
  *    mode the error of quantising them and an expected endpoint quantisation error for
- *    each endpoint kind; the best 3 / 8 / 32 (mode, kind) candidates are encoded exactly
+ *    each endpoint kind; the best 3 / 8 / 16 (mode, kind) candidates are encoded exactly
  *    once, the best 1 / 3 / 4 of those refined (alternating endpoint least squares and
  *    weight re-projection; not at fast) and polished (each grid weight and colour value
- *    moved one quantisation level while the exact error falls; at medium only those
- *    refined to within 1.1875x of the best error so far);
+ *    moved one quantisation level while the exact error falls; at medium and high only
+ *    those refined to within 1.1875x and 1.5x of the best error so far);
  *  - endpoint kinds: direct (CEM 8 RGB, 12 RGBA), base+scale (CEM 6 RGB, 10 RGB with
  *    two alphas), which leave more bits for colour precision, and luminance (CEM 0 L,
  *    4 L+alpha) for gray blocks; under the first two a gray partition (R = G = B) among
@@ -177,6 +177,14 @@ typedef struct astc_enc_effort {
  *    fewer instructions. Measured on top and not taken (6x6 RGB): 2 kept candidates
  *    (-0.037 dB, -8%), no refinement round (-0.038, -5%), polish_gate 18 (-0.020, -7%),
  *    pred_cut 16 (-0.017, -3%), 6 candidates (-0.010, -3.5%), 2 polish passes (-0.006, -1%).
+ * high aims at astcenc -thorough quality; it was +0.15 / +0.02 / -0.09 dB against it at
+ * 4x4 / 6x6 / 8x8 (full Kodak, RGB) and 0.08-0.10x its speed per core. It takes medium's
+ * ranking weights (est_qw 6, est_cw 10), which at 8x8 put the candidate that ends best
+ * early enough in the list for 16 candidates (was 32) and gained +0.085 dB there; a
+ * looser polish gate (24: within 1.5x of the best so far) and prediction gate (pred_cut
+ * 20) than medium's, as high has the finer search to lose. 12 Kodak 96x96 crops, RGB,
+ * against the previous preset: 4x4 / 6x6 / 8x8 -0.012 / -0.005 / +0.080 dB, 2.2x / 2.0x
+ * / 1.7x faster per core (docs/PERFORMANCE.md, ASTC).
  * medium and high try 3 and 4 partitions (and high the second plane with 2 partitions)
  * only for blocks still far off (smooth blocks rarely gain). */
 KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
@@ -188,8 +196,8 @@ KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
 	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0};
 	const astc_enc_effort medium = {8, 3, 1, 4, 1, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
 					0, 4, 0, 0, 6, 19, 12, 18, 6, 10, 1};
-	const astc_enc_effort high = {ASTC_ENC_MAX_CAND, ASTC_ENC_SHORTLIST, 3, 4, 4, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
-				      6, 1, 4, 16, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 0};
+	const astc_enc_effort high = {16, ASTC_ENC_SHORTLIST, 3, 4, 4, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
+				      6, 1, 4, 16, 2, 16, 1, 0, 0, 0, 0, 0, 0, 24, 12, 20, 6, 10, 0};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
 }
 
