@@ -13,8 +13,9 @@
  *    blocks still far off, not at fast; at medium and high a fit of 2-4 partitions is
  *    encoded only where its residual and ranking predict an error near the best so far;
  *    fast and medium try the second plane and 2 partitions only for blocks that one
- *    partition leaves far off, and the second plane (fast also 2 partitions) only where
- *    the block's line leaves a large residual (astc_enc_effort_of);
+ *    partition leaves far off, and every quality the second plane (fast also 2
+ *    partitions) only where the block's line leaves a large residual
+ *    (astc_enc_effort_of);
  *  - per fit, the block modes are first ranked without encoding (astc_enc_estimate):
  *    ideal weights decimated to each grid (least squares by correction steps), then per
  *    mode the error of quantising them and an expected endpoint quantisation error for
@@ -184,7 +185,9 @@ typedef struct astc_enc_effort {
  * looser polish gate (24: within 1.5x of the best so far) and prediction gate (pred_cut
  * 20) than medium's, as high has the finer search to lose. 12 Kodak 96x96 crops, RGB,
  * against the previous preset: 4x4 / 6x6 / 8x8 -0.012 / -0.005 / +0.080 dB, 2.2x / 2.0x
- * / 1.7x faster per core (docs/PERFORMANCE.md, ASTC).
+ * / 1.7x faster per core (docs/PERFORMANCE.md, ASTC). Then medium's second-plane gate
+ * (dual_rfrac 4), 2 refinement rounds and 2 ranking correction steps (were 3 and 4) and
+ * seeds ranked by moments: -0.012 / -0.005 / -0.013 dB, 1.3x / 1.5x / 1.6x faster.
  * medium and high try 3 and 4 partitions (and high the second plane with 2 partitions)
  * only for blocks still far off (smooth blocks rarely gain). */
 KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
@@ -196,8 +199,8 @@ KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
 	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0};
 	const astc_enc_effort medium = {8, 3, 1, 4, 1, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
 					0, 4, 0, 0, 6, 19, 12, 18, 6, 10, 1};
-	const astc_enc_effort high = {16, ASTC_ENC_SHORTLIST, 3, 4, 4, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
-				      6, 1, 4, 16, 2, 16, 1, 0, 0, 0, 0, 0, 0, 24, 12, 20, 6, 10, 0};
+	const astc_enc_effort high = {16, ASTC_ENC_SHORTLIST, 2, 4, 2, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
+				      6, 1, 4, 16, 2, 16, 1, 0, 0, 4, 0, 0, 0, 24, 12, 20, 6, 10, 1};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
 }
 
