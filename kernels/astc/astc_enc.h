@@ -19,7 +19,7 @@
  *  - per fit, the block modes are first ranked without encoding (astc_enc_estimate):
  *    ideal weights decimated to each grid (least squares by correction steps), then per
  *    mode the error of quantising them and an expected endpoint quantisation error for
- *    each endpoint kind; the best 3 / 8 / 16 (mode, kind) candidates are encoded exactly
+ *    each endpoint kind; the best 3 / 8 / 12 (mode, kind) candidates are encoded exactly
  *    once, the best 1 / 3 / 4 of those refined (alternating endpoint least squares and
  *    weight re-projection; not at fast) and polished (each grid weight and colour value
  *    moved one quantisation level while the exact error falls; at medium and high only
