@@ -35,7 +35,9 @@ enum {
 	END_COUNT
 };
 
-/* The images the tests run every ending over. */
+/* The images the tests run every ending over: the CPU tests the first PNG_END_IMAGES, the
+ * GPU tests all PNG_END_IMAGES_GPU (the last, larger one a stream of many pieces for the
+ * parallel inflate). */
 typedef struct png_end_image {
 	uint32_t w, h, depth, color, bpp;
 	int interlace, noisy;
@@ -45,8 +47,10 @@ static const png_end_image png_end_images[] = {
 	{32, 32, 16, 0, 2, 0, 0}, /* the first fuzz finding's shape */
 	{61, 47, 8, 2, 3, 0, 1},  /* a stream over 8 KiB: libpng's reads come in pieces */
 	{37, 29, 8, 6, 4, 1, 0},  /* Adam7 */
+	{300, 200, 8, 6, 4, 0, 1},
 };
-#define PNG_END_IMAGES (sizeof png_end_images / sizeof png_end_images[0])
+#define PNG_END_IMAGES_GPU (sizeof png_end_images / sizeof png_end_images[0])
+#define PNG_END_IMAGES (PNG_END_IMAGES_GPU - 1)
 
 /* IDAT chunk sizes (0: one chunk); the third also closes the run with an empty IDAT. */
 static const uint32_t png_end_splits[] = {0, 1, 7, 100, 8193};

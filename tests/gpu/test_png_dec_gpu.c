@@ -469,30 +469,24 @@ Test(png_dec_gpu, irregular_stream_ends)
 	gpu_test_require_device0("png_dec_gpu");
 	/* the shared images (the 16-bit and the Adam7 one go to the CPU path at once) and a
 	 * larger one: a stream of many pieces for the parallel inflate */
-	png_end_image images[PNG_END_IMAGES + 1];
-	memcpy(images, png_end_images, sizeof png_end_images);
-	images[PNG_END_IMAGES] = (png_end_image){300, 200, 8, 6, 4, 0, 1};
 	enum { MAX = 1200 };
 	kiln_buf *bufs = calloc(MAX, sizeof *bufs);
 	int *how_of = calloc(MAX, sizeof *how_of), *cut_of = calloc(MAX, sizeof *cut_of);
 	bool *gpu_ok = calloc(MAX, sizeof *gpu_ok);
 	cr_assert(bufs && how_of && cut_of && gpu_ok);
 	size_t n = 0;
-	png_end_walk w = png_end_walk_start(images, PNG_END_IMAGES + 1, 4242);
+	png_end_walk w = png_end_walk_start(png_end_images, PNG_END_IMAGES_GPU, 4242);
 	while (png_end_walk_next(&w)) {
-		size_t im = w.im, zlen = w.zlen;
-		int how = w.how;
-		const uint8_t *z = w.z;
 		for (int cut = 0; cut < 2; cut++)
 			for (size_t sp = 0; sp < PNG_END_SPLITS; sp++) {
-				if (png_end_splits[sp] == 1 && zlen > 4000)
+				if (png_end_splits[sp] == 1 && w.zlen > 4000)
 					continue;
 				cr_assert_lt(n, MAX);
-				png_end_file(&images[im], z, cut ? zlen * 2 / 3 : zlen, sp, (sp + how) % PNG_END_AFTERS,
-					     &bufs[n]);
-				how_of[n] = how;
+				png_end_file(&w.images[w.im], w.z, cut ? w.zlen * 2 / 3 : w.zlen, sp,
+					     (sp + w.how) % PNG_END_AFTERS, &bufs[n]);
+				how_of[n] = w.how;
 				cut_of[n] = cut;
-				gpu_ok[n] = images[im].depth == 8 && !images[im].interlace;
+				gpu_ok[n] = w.images[w.im].depth == 8 && !w.images[w.im].interlace;
 				n++;
 			}
 	}

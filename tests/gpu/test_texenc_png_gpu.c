@@ -167,25 +167,19 @@ static void texenc_all(kiln_texenc *enc, const kiln_texenc_png *set, size_t n, s
 static void irregular(kiln_texfmt format)
 {
 	gpu_test_require("texenc_png_gpu");
-	png_end_image images[PNG_END_IMAGES + 1];
-	memcpy(images, png_end_images, sizeof png_end_images);
-	images[PNG_END_IMAGES] = (png_end_image){300, 200, 8, 6, 4, 0, 1};
 	enum { MAX = 256 };
 	static kiln_buf bufs[MAX];
 	static kiln_texenc_png set[MAX];
 	static kiln_status gst[MAX], cst[MAX];
 	static kiln_texture gtex[MAX], ctex[MAX];
 	size_t n = 0, kodak = 0;
-	png_end_walk w = png_end_walk_start(images, PNG_END_IMAGES + 1, 99);
+	png_end_walk w = png_end_walk_start(png_end_images, PNG_END_IMAGES_GPU, 99);
 	while (png_end_walk_next(&w)) {
-		size_t im = w.im, zlen = w.zlen;
-		int how = w.how;
-		const uint8_t *z = w.z;
 		for (int cut = 0; cut < 2; cut++)
 			for (size_t sp = 0; sp < PNG_END_SPLITS; sp += 3) {
 				cr_assert_lt(n, MAX);
-				png_end_file(&images[im], z, cut ? zlen * 2 / 3 : zlen, sp, (size_t)how % PNG_END_AFTERS,
-					     &bufs[n++]);
+				png_end_file(&w.images[w.im], w.z, cut ? w.zlen * 2 / 3 : w.zlen, sp,
+					     (size_t)w.how % PNG_END_AFTERS, &bufs[n++]);
 				if (n % 8 == 0 && kodak < 24) { /* a regular file every few */
 					char path[512], name[32];
 					snprintf(name, sizeof name, "kodim%02zu.png", ++kodak);

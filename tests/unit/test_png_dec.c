@@ -475,22 +475,19 @@ Test(png_dec, stream_end_like_libpng)
 	unsigned accepted = 0, refused = 0, sync_accepted = 0, sync_refused = 0;
 	png_end_walk w = png_end_walk_start(png_end_images, PNG_END_IMAGES, 12345);
 	while (png_end_walk_next(&w)) {
-		size_t im = w.im, zlen = w.zlen;
-		int how = w.how;
-		const uint8_t *z = w.z;
 		for (size_t sp = 0; sp < PNG_END_SPLITS; sp++) {
-			if (png_end_splits[sp] == 1 && zlen > 4000)
+			if (png_end_splits[sp] == 1 && w.zlen > 4000)
 				continue;
 			for (size_t af = 0; af < PNG_END_AFTERS; af++) {
 				kiln_buf b;
-				png_end_file(&png_end_images[im], z, zlen, sp, af, &b);
+				png_end_file(&png_end_images[w.im], w.z, w.zlen, sp, af, &b);
 				char what[96];
-				snprintf(what, sizeof what, "image %zu, end %d, IDAT of %u, then %s", im, how,
+				snprintf(what, sizeof what, "image %zu, end %d, IDAT of %u, then %s", w.im, w.how,
 					 png_end_splits[sp], png_end_afters[af] ? png_end_afters[af] : "IEND");
 				int ok = compare_with_libpng(b.data, b.len, NULL, NULL, what);
 				accepted += ok;
 				refused += !ok;
-				if (how == END_SYNC) {
+				if (w.how == END_SYNC) {
 					sync_accepted += ok;
 					sync_refused += !ok;
 				}
@@ -530,15 +527,12 @@ Test(png_dec, stream_verdict_as_the_cpu_path)
 	char err[ERR_CAP];
 	png_end_walk w = png_end_walk_start(png_end_images, PNG_END_IMAGES, 777);
 	while (png_end_walk_next(&w)) {
-		size_t im = w.im, zlen = w.zlen;
-		int how = w.how;
-		const uint8_t *z = w.z;
 		/* cut short as well: the image then does not come out whole */
 		for (int cut = 0; cut < 2; cut++) {
-			size_t n = cut ? zlen / 2 : zlen;
+			size_t n = cut ? w.zlen / 2 : w.zlen;
 			for (size_t sp = 0; sp < PNG_END_SPLITS; sp += 2) {
 				kiln_buf b;
-				png_end_file(&png_end_images[im], z, n, sp, 0, &b);
+				png_end_file(&png_end_images[w.im], w.z, n, sp, 0, &b);
 				kiln_pngdec_info info;
 				cr_assert_eq(kiln_pngdec_probe(b.data, b.len, NULL, &info, err, sizeof err), KILN_OK);
 				const uint8_t *zs;
@@ -552,16 +546,16 @@ Test(png_dec, stream_verdict_as_the_cpu_path)
 									   info.filtered_size);
 				kiln_image got;
 				kiln_status cst = kiln_pngdec_decode_image(b.data, b.len, NULL, &got, NULL, err, sizeof err);
-				if (how == END_COMPLETE || how == END_TRAILING)
-					cr_expect_eq(v, cut ? KILN_ERR_TRUNCATED : KILN_OK, "image %zu, end %d, cut %d", im,
-						     how, cut);
+				if (w.how == END_COMPLETE || w.how == END_TRAILING)
+					cr_expect_eq(v, cut ? KILN_ERR_TRUNCATED : KILN_OK, "image %zu, end %d, cut %d", w.im,
+						     w.how, cut);
 				if (v == KILN_ERR_UNSUPPORTED) {
 					cpu_ok += cst == KILN_OK;
 					cpu_refused += cst != KILN_OK;
 				} else {
 					settled++;
 					cr_assert_eq(cst, v, "image %zu, end %d, cut %d, split %zu: verdict %s, CPU path %s",
-						     im, how, cut, sp, kiln_strerror(v), kiln_strerror(cst));
+						     w.im, w.how, cut, sp, kiln_strerror(v), kiln_strerror(cst));
 				}
 				if (cst == KILN_OK)
 					kiln_image_free(&got);
