@@ -170,8 +170,8 @@ kiln_status kiln_pngdec_gpu_status(const kiln_pngdec_gpu_file *files, size_t cou
  * switch parts of the GPU inflater off for A/B runs (1: window walk, 8: copy rounds,
  * 16: the staged de-filter, 128: the 64-bit window, 512: early input loads, 1024: literal
  * pairs; 2048 switches nothing off but runs the inflater's build that reads these flags,
- * to compare with the one that does not; 16384: files without kiSt strips inflated by one warp instead of in parallel as
- * kernels/png/png_inflate_par.h describes; bits 16-20, when not 0, log2 of the bits between
+ * to compare with the one that does not; 16384: files without kiSt strips inflated by one
+ * warp instead of in parallel as kernels/png/png_inflate_par.h describes; bits 16-20, when not 0, log2 of the bits between
  * its mid entries, at least 4096; bits 21-22 log2 of the lanes of a warp that run pieces,
  * at most 2; bits 23-26 log2 of the symbols past which a piece is split; bit 27 the pass
  * kernel with 128 registers instead of 64), 4 counts clocks (kiln_pngdec_gpu_prof reads and
