@@ -167,16 +167,17 @@ kiln_status kiln_pngdec_gpu_status(const kiln_pngdec_gpu_file *files, size_t cou
 				   kiln_status *status, void *d_temp, size_t temp_size);
 
 /* Measurement hooks for kiln-bench (KILN_BENCH_PNGDEC_PHASES), in CUDA builds only: flags
- * switch parts of the GPU inflater off for A/B runs (1: window walk, 8: copy rounds,
- * 16: the staged de-filter, 128: the 64-bit window, 512: early input loads, 1024: literal
+ * switch parts of the GPU inflater off for A/B runs (1: window walk, 8: copy rounds, 16:
+ * the staged de-filter, 128: the 64-bit window, 512: early input loads, 1024: literal
  * pairs; 2048 switches nothing off but runs the inflater's build that reads these flags,
  * to compare with the one that does not; 16384: files without kiSt strips inflated by one
- * warp instead of in parallel as kernels/png/png_inflate_par.h describes; bits 16-20, when not 0, log2 of the bits between
- * its mid entries, at least 4096; bits 21-22 log2 of the lanes of a warp that run pieces,
- * at most 2; bits 23-26 log2 of the symbols past which a piece is split; bit 27 the pass
- * kernel with 128 registers instead of 64), 4 counts clocks (kiln_pngdec_gpu_prof reads and
- * clears them), 2 times the four kernels of the following calls (kiln_pngdec_gpu_phase_ms:
- * the last call's). Not for production use: flags are global to the process. */
+ * warp instead of in parallel as kernels/png/png_inflate_par.h describes; bits 16-20, when
+ * not 0, log2 of the bits between its mid entries, at least 4096; bits 21-22 log2 of the
+ * lanes of a warp that run pieces, at most 2; bits 23-26 log2 of the symbols past which a
+ * piece is split; bit 27 the pass kernel with 128 registers instead of 64), 4 counts
+ * clocks (kiln_pngdec_gpu_prof reads and clears them), 2 times the four kernels of the
+ * following calls (kiln_pngdec_gpu_phase_ms: the last call's). Not for production use:
+ * flags are global to the process. */
 void kiln_pngdec_gpu_debug(unsigned flags);
 int kiln_pngdec_gpu_phase_ms(float ms[4]);
 int kiln_pngdec_gpu_prof(unsigned long long v[12]);
