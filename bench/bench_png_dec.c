@@ -496,6 +496,8 @@ int bench_png_dec(const bench_opts *opts, bench_report *report)
 		char phases[768] = "";
 		double gk = kiln_gpu_count() > 0 ? gpu_rate(opts, s, &failed, ph ? phases : NULL, sizeof phases, 0) : -1;
 		double gf = gk > 0 && flight > 1 ? gpu_flight_rate(opts, s, flight, &failed, 0) : -1;
+		if (gf > 0) /* the table keeps 3 digits; A/B runs compare finer */
+			fprintf(stderr, "pngdec GPU %s: batch %.0f MB/s, %d in flight %.0f MB/s\n", name, gk, flight, gf);
 		double sub_ms = 0, col_ms = 0;
 		double te = gk > 0 ? texenc_rate(opts, s, &sub_ms, &col_ms, &failed) : -1;
 #ifdef KILN_HAVE_CUDA

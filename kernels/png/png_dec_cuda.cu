@@ -619,6 +619,48 @@ __device__ static uint32_t walk_entry(uint32_t e, uint32_t next, uint32_t q, int
 	return (q + (next & 0xFFu) + WALK_BIAS) << 24 | WALK_PAIR | bits << 16 | (next >> 16 & 0xFFu) << 8 | lit;
 }
 
+// The walk's usual steps: literals and pairs that end within the count and fit the room
+// (entries below WALK_LIT_MIN wrap past lit_span), stored at lits_at + k (shared memory),
+// until a step that is not one of them; *e and *pair: that step's entry and its pair bit.
+// In PTX with uniform branches (bra.uni: pb, k and the entries shuffled are the same in
+// every lane): in C the compiler wrapped every step in a convergence barrier and
+// recomputed the bounds from the count, 26 SASS instructions a literal step against 19
+// here. H100, 3 batches in flight: kiln's fast files 19.1 -> 20.1 GB/s, medium files the
+// same, zlib's 16-row strips 2.5% slower (more matches: each leaves the loop).
+__device__ __forceinline__ static void walk_literals(uint32_t ek, uint32_t ek1, uint32_t lit_span, uint32_t room,
+						     uint32_t lits_at, uint32_t *pb, uint32_t *k, uint32_t *e,
+						     uint32_t *pair)
+{
+	asm volatile("{\n\t"
+		     ".reg .pred half, stop, two;\n\t"
+		     ".reg .b32 src, t, kk, at;\n"
+		     "WALK_STEP:\n\t"
+		     "setp.lt.u32 half, %0, %8;\n\t"
+		     "selp.b32 src, %4, %5, half;\n\t"
+		     "shfl.sync.idx.b32 %2, src, %0, 0x1f, 0xffffffff;\n\t"
+		     "bfe.u32 %3, %2, 23, 1;\n\t"
+		     "add.u32 kk, %1, %3;\n\t"
+		     "add.u32 kk, kk, 1;\n\t"
+		     "sub.u32 t, %2, %9;\n\t"
+		     "setp.gt.u32 stop, t, %6;\n\t"
+		     "setp.gt.or.u32 stop, kk, %7, stop;\n\t"
+		     "@stop bra.uni WALK_DONE;\n\t"
+		     "add.u32 at, %10, %1;\n\t"
+		     "st.shared.u8 [at], %2;\n\t"
+		     "setp.ne.u32 two, %3, 0;\n\t"
+		     "shr.u32 t, %2, 8;\n\t"
+		     "@two st.shared.u8 [at+1], t;\n\t"
+		     "mov.u32 %1, kk;\n\t"
+		     "shr.u32 %0, %2, 24;\n\t"
+		     "bra.uni WALK_STEP;\n"
+		     "WALK_DONE:\n\t"
+		     "}"
+		     : "+r"(*pb), "+r"(*k), "=r"(*e), "=r"(*pair)
+		     : "r"(ek), "r"(ek1), "r"(lit_span), "r"(room), "n"(32 + WALK_BIAS), "n"(WALK_LIT_MIN),
+		       "r"(lits_at)
+		     : "memory");
+}
+
 // Inflates raw deflate in[0, len) into out[0, cap) with one warp: the semantics of
 // kiln_inflate_raw (same results, same output bytes), plus the Adler-32 of the output.
 // Every lane runs the decoder on the same state; block headers go through
@@ -827,6 +869,10 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				// of 64 would read an entry of offset 32)
 				const uint32_t cntb = (b.count < 63 ? b.count : 63) + WALK_BIAS;
 				uint32_t pb = WALK_BIAS, k = 0;
+				// a literal entry whose next position is within the count lies in
+				// [WALK_LIT_MIN, WALK_LIT_MIN + lit_span]
+				const uint32_t lit_span = (cntb << 24 | 0xFFFFFFu) - WALK_LIT_MIN;
+				const uint32_t lits_at = (uint32_t)__cvta_generic_to_shared(lits);
 				// each kind of step tests the room it needs; no test of the position against
 				// span: symbols are taken where they end within the count, so the position
 				// stays below 64, and with 32-bit windows past 31 it reads ek1, which holds
@@ -834,21 +880,15 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				// address): no branch on the lane.
 				if (room > 0) {
 					for (;;) {
-						// pb is the same in every lane: each lane picks its half before the
-						// one shuffle (two shuffles and a select after took more issue slots)
-						uint32_t e = __shfl_sync(FULL_MASK, pb < 32 + WALK_BIAS ? ek : ek1, pb);
+						// the usual steps in a loop of their own, then the step that ended
+						// them (pb is the same in every lane: each lane picks its half
+						// before the one shuffle; two shuffles and a select after took more
+						// issue slots)
+						uint32_t e, pair;
+						walk_literals(ek, ek1, lit_span, room, lits_at, &pb, &k, &e, &pair);
 						if (e >= WALK_LIT_MIN) {
-							uint32_t nb = e >> 24, pair = e >> 23 & 1u;
-							if (nb <= cntb && k + pair < room) {
-								lits[k] = (uint8_t)e;
-								if (pair)
-									lits[k + 1] = (uint8_t)(e >> 8);
-								k += 1 + pair;
-								pb = nb;
-								continue;
-							}
 							// a pair's first literal alone, as without pairs
-							nb = pb + (e >> 16 & 0x7Fu);
+							uint32_t nb = pb + (e >> 16 & 0x7Fu);
 							if (!pair || nb > cntb || k >= room)
 								break;
 							lits[k] = (uint8_t)e;
