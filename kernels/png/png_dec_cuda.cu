@@ -12,7 +12,9 @@
 //     resolved and the Adler-32 taken by a CTA per file);
 //  3. finish: one warp per file checks the strips (status, sizes, the combined Adler-32
 //     against the trailer) and, when a kiSt chunk lied, inflates the file serially;
-//  4. de-filter: a tile-wave over bands of 32 rows. A warp takes the next band by ticket
+//  4. de-filter: a tile-wave over bands of up to 32 rows (whole kiSt strips where they
+//     are at most 32 rows: a strip's first row never reads the row above, so such a band
+//     never waits for the one above it). A warp takes the next band by ticket
 //     (atomicAdd: lower tickets are always held by running warps, so waiting on them
 //     cannot deadlock); lane k de-filters row k of the band one pixel behind lane k-1
 //     (the wave; the row above comes from lane k-1 by a shuffle), with
@@ -57,7 +59,7 @@ extern "C" {
 #define NTOK 128       // match tokens per batch
 #define BATCH 1024     // output bytes per batch (a batch may end up to 257 bytes past)
 #define RING 2048      // recent output in shared memory (a power of 2 > BATCH + 257)
-#define BAND 32        // rows per de-filter band (a warp)
+#define BAND 32        // rows per de-filter band at most (a warp; band_rows)
 #define DEF_WARPS 1    // warps per CTA of the de-filter (24.1 KB of shared memory each)
 #define TIN_BYTES 512  // staged filtered bytes per row of a band (a power of 2 >= 3 tiles + 8)
 #define TIN_PITCH 516  // a row's stride in the stage (129 words: rows start on different banks)
@@ -76,7 +78,7 @@ struct pd_file {
 	uint32_t *progress;  // per band
 	uint64_t zlib_size, filtered_size, rowbytes, idat_offset, kist_offsets;
 	uint32_t stride, width, height, strips, rows_per_strip, bpp, idat_chunks, zlib_adler;
-	uint32_t first_strip, first_band;
+	uint32_t first_strip, first_band, band_rows;
 	kiln_png_format format;
 	// One stream in parallel (files without kiSt strips, png_inflate_par.h): candidates
 	// (bit offsets); the entries, and indexed by entry the counted and the decoded pieces,
@@ -124,7 +126,21 @@ struct layout {
 	uint32_t slot_scale, slot_pad; // the count's slots (png_inflate_par.h), for the batch
 };
 
-static uint32_t file_bands(const kiln_pngdec_info *in) { return (in->height + BAND - 1) / BAND; }
+// Rows of a de-filter band: BAND, or as many whole kiSt strips as fit in BAND. A strip
+// starts with a row filtered None or Sub, so a band that starts a strip does not wait for
+// the band above (kiln's files: strips of 7 to 21 rows; bands of 32 rows waited at every
+// strip-crossing start, most of them).
+static uint32_t band_rows(const kiln_pngdec_info *in)
+{
+	if (in->strips > 1 && in->rows_per_strip > 0 && in->rows_per_strip <= BAND)
+		return BAND / in->rows_per_strip * in->rows_per_strip;
+	return BAND;
+}
+
+static uint32_t file_bands(const kiln_pngdec_info *in)
+{
+	return (uint32_t)(((uint64_t)in->height + band_rows(in) - 1) / band_rows(in));
+}
 
 // Candidates kept per file without strips (kiln_infl_cand_cap says how many and why;
 // past it, kiln_infl_cand_overflow: the file gets no mid entries).
@@ -1877,9 +1893,9 @@ pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globa
 			}
 			continue;
 		}
-		uint32_t y = band * BAND + (uint32_t)lane;
-		bool active = y < f->height;
-		uint32_t rows_here = f->height - band * BAND < BAND ? f->height - band * BAND : BAND;
+		uint32_t y0 = band * f->band_rows, y = y0 + (uint32_t)lane;
+		uint32_t rows_here = f->height - y0 < f->band_rows ? f->height - y0 : f->band_rows;
+		bool active = (uint32_t)lane < rows_here;
 		size_t rowlen = (size_t)f->rowbytes + 1;
 		uint8_t *row = f->filt + (size_t)y * rowlen;
 		const uint8_t *prev = y > 0 ? row - f->rowbytes : NULL;
@@ -1904,7 +1920,7 @@ pd_defilter(const pd_file *files, uint32_t count, uint32_t total_bands, pd_globa
 		// rows_here - 1 (tile t + 2, which reuses its slots, starts at step 32t + 64).
 		uint32_t(*tout)[64] = tout_all[threadIdx.x / 32];
 		uint32_t color = f->format.color_type, trns = f->format.has_trns, flushed = 0;
-		uint32_t y0 = band * BAND, steps = width + rows_here - 1;
+		uint32_t steps = width + rows_here - 1;
 		bool words = (((uintptr_t)f->rgba | (uintptr_t)f->stride) & 3u) == 0;
 		// The filtered bytes come from tin, staged a tile of 32 columns ahead (tile p + 1
 		// during steps [32p, 32p + 32), while the lanes read tiles p and p - 1).
@@ -2120,6 +2136,7 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 			memset(d, 0, sizeof *d);
 			d->first_strip = strips;
 			d->first_band = bands;
+			d->band_rows = band_rows(in);
 			bool ok = in->gpu_ok && src->data && src->rgba && in->width && in->height &&
 				  src->stride >= 4 * (uint64_t)in->width && in->zlib_size >= 2 &&
 				  in->filtered_size == (in->rowbytes + 1) * in->height;
