@@ -683,9 +683,12 @@ KILN_HD png_defl_level png_defl_level_for(int quality)
 		l.lazy = 0;
 		l.nice = 64;
 	} else if (quality == 1) {
-		l.chain = 4;
-		l.lazy = 16;
-		l.nice = 64;
+		/* (4 / 16 / 64 until session 14: this search pays for medium's 20 KiB strips,
+		 * which decode 10% faster on the GPU than 32 KiB ones, within the 1.03 size
+		 * target: docs/PERFORMANCE.md, PNG, session 14) */
+		l.chain = 16;
+		l.lazy = 32;
+		l.nice = 128;
 	} else {
 		l.chain = 128;
 		l.lazy = PNG_DEFL_MAX_MATCH + 1;

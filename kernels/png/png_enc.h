@@ -60,7 +60,7 @@ void kiln_pngenc_image_from_surface(const kiln_surface *s, kiln_pngenc_image *im
 
 typedef struct kiln_pngenc_params {
 	kiln_quality quality;     /* fast | medium | high: deflate effort (default medium) */
-	uint32_t rows_per_strip;  /* 0: automatic (about 16 / 32 / 64 KiB of filtered bytes a
+	uint32_t rows_per_strip;  /* 0: automatic (about 16 / 20 / 64 KiB of filtered bytes a
 	                             strip at fast / medium / high) */
 	int single_strip;         /* nonzero: one strip, no kiSt chunk */
 	int filter;               /* KILN_PNGENC_FILTER_ADAPTIVE (default: libpng's heuristic) or
