@@ -117,7 +117,7 @@ typedef struct kiln_texenc_png {
  * which files to hand to kiln_texenc_submit_png on a GPU: the GPU decoder takes it, and it
  * is an ordinary file (one stream: inflated in parallel, kernels/png/png_inflate_par.h;
  * 8 GB/s with 3 batches of 32 Kodak files in flight on an H100, where 16 cores do about
- * 1.2, and 2048x2048 files as well) or has the strips that make it fast there (18-21 GB/s);
+ * 1.2, and 2048x2048 files as well) or has the strips that make it fast there (about 20 GB/s);
  * a file with a few strips inflates with a warp per strip (docs/PERFORMANCE.md). */
 #define KILN_TEXENC_GPU_DECODE_MIN_STRIPS 8
 bool kiln_texenc_png_gpu_decodes(const kiln_pngdec_info *info);

@@ -128,8 +128,8 @@ struct layout {
 
 // Rows of a de-filter band: BAND, or as many whole kiSt strips as fit in BAND. A strip
 // starts with a row filtered None or Sub, so a band that starts a strip does not wait for
-// the band above (kiln's files: strips of 7 to 21 rows; bands of 32 rows waited at every
-// strip-crossing start, most of them).
+// the band above (kiln's fast and medium files: strips of 7 to 13 rows; bands of 32 rows
+// from the top started inside a strip, most of them, and waited).
 static uint32_t band_rows(const kiln_pngdec_info *in)
 {
 	if (in->strips > 1 && in->rows_per_strip > 0 && in->rows_per_strip <= BAND)
