@@ -824,9 +824,9 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 				break;
 			}
 			if (walk && b.end - b.pos >= 16) {
-				// the input 256 bytes on into L1 (a line is about 20 windows)
-				if (lane == 1 && (b.pos & 127) < 8)
-					asm volatile("prefetch.global.L1 [%0];" ::"l"(b.in + b.pos + 256));
+				// (no prefetch of the input into L1 here: the next refill's words are loaded a
+				// window ahead, and its 5 instructions a window cost more than it hid: kiln's
+				// fast and medium files +1.3% / +1.5% without it, session 14)
 				// the window: entries at bit offsets 0..span-1, two a lane (WALK_BIAS); a
 				// symbol is taken when it ends within the count (refilled to >= 56 for the
 				// 64-bit window: 16 bytes remain, the same bits)
@@ -934,10 +934,9 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 						size_t at = o_walk + k;
 						if (dist > at || l > cap - at)
 							break;
-						if (lane == 0) {
-							w->tok[n].pos = (uint32_t)at;
-							w->tok[n].len_dist = l << 16 | dist;
-						}
+						// every lane stores the token (the same values at the same address)
+						w->tok[n].pos = (uint32_t)at;
+						w->tok[n].len_dist = l << 16 | dist;
 						n++;
 						k += l;
 						mbytes += l;
