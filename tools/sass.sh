@@ -15,13 +15,13 @@ cache=${HOME}/.cache/kiln-nvdisasm
 nvdisasm=$cache/usr/bin/nvdisasm
 if [ ! -x "$nvdisasm" ]; then
 	mkdir -p "$cache"
-	list=$(mktemp)
-	printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: non-free\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' > "$list.sources"
-	apt-get update -o Dir::Etc::sourcelist="$list.sources" -o Dir::Etc::sourceparts=- \
+	list=$(mktemp --suffix=.sources)
+	printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: non-free\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' > "$list"
+	apt-get update -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
 		-o APT::Get::List-Cleanup=0 -qq
-	(cd "$cache" && apt-get download -o Dir::Etc::sourcelist="$list.sources" \
+	(cd "$cache" && apt-get download -o Dir::Etc::sourcelist="$list" \
 		-o Dir::Etc::sourceparts=- nvidia-cuda-toolkit && dpkg-deb -x nvidia-cuda-toolkit_*.deb .)
-	rm -f "$list" "$list.sources"
+	rm -f "$list"
 fi
 nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
 cubin=$(mktemp --suffix=.cubin)
