@@ -3,7 +3,7 @@
  * written by libpng (ordinary files), on kiSt files of the same images built here with zlib
  * (strips of 16 and of 8 rows, their first row Sub and the others Paeth, one zlib stream with
  * Z_FULL_FLUSH at strip boundaries) and on the same images as kiln's encoder writes them at
- * fast and medium (its automatic strips, adaptive filters, an IDAT chunk a strip);
+ * fast, medium and high (its automatic strips, adaptive filters, an IDAT chunk a strip);
  * KILN_BENCH_PNGDEC_SETS picks sets by key (set_kinds). Decoded MB/s counts RGBA8 output
  * bytes (w*h*4) and, in a second table, raw pixel bytes (w*h*3: the Kodak images are RGB). CPU figures are
  * wall time over the whole set, one thread and all cores (files spread over a pool); the
@@ -64,7 +64,7 @@ fail:
 
 /* The file sets: the Kodak files as they are (0), as kiSt files made with zlib (rows > 0)
  * or as kiln's encoder writes them (rows == 0, quality). */
-#define NSETS 5
+#define NSETS 6
 static const struct set_kind {
 	const char *key, *name;
 	uint32_t rows;
@@ -75,6 +75,7 @@ static const struct set_kind {
 	{"kist8", "kiSt (8-row strips)", 8, 0},
 	{"kilnfast", "kiln fast (kiSt)", 0, KILN_QUALITY_FAST},
 	{"kilnmedium", "kiln medium (kiSt)", 0, KILN_QUALITY_MEDIUM},
+	{"kilnhigh", "kiln high (kiSt)", 0, KILN_QUALITY_HIGH},
 };
 
 static kiln_status load_sets(pd_set *sets, char *err, size_t cap)
