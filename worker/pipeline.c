@@ -30,6 +30,7 @@
 #include "kernels/png/png_transcode.h"
 #include "kernels/astc/astc.h"
 #include "kernels/bc1/bc1.h"
+#include "worker/queue.h"
 
 #define IO_BATCH 8  /* items per storage call: S3 runs them concurrently */
 #define DEFAULT_MAX_INPUT ((size_t)512 << 20)
@@ -39,6 +40,7 @@
 typedef struct shard shard;
 
 typedef struct item {
+	kiln_qlink link;     /* in the queue it waits in */
 	shard *shard;
 	size_t index;
 	char *input;
@@ -51,7 +53,6 @@ typedef struct item {
 	size_t reserved;     /* pixel budget held for image (or src) */
 	kiln_texture tex;    /* encoded levels, between encode and upload */
 	uint64_t pixels;     /* level 0's width x height, for the result */
-	struct item *next;   /* queue link */
 } item;
 
 struct shard {
@@ -70,16 +71,6 @@ struct shard {
 	shard *prev, *next;  /* active list */
 };
 
-typedef struct queue {
-	pthread_mutex_t lock;
-	pthread_cond_t not_empty;
-	pthread_cond_t not_full;
-	item *head, *tail;
-	size_t count;
-	size_t cap;          /* 0: unbounded */
-	bool closed;
-} queue;
-
 typedef struct stage_thread {
 	kiln_pipeline *p;
 	unsigned index;      /* the device, for encode threads */
@@ -87,7 +78,7 @@ typedef struct stage_thread {
 } stage_thread;
 
 typedef struct stage {
-	queue in;
+	kiln_queue in;
 	stage_thread *threads;
 	unsigned nthreads;
 	unsigned started;
@@ -127,132 +118,6 @@ static void stage_account(stage *s, uint64_t t0, size_t n)
 {
 	atomic_fetch_add(&s->busy_ns, kiln_now_ns() - t0);
 	atomic_fetch_add(&s->items, n);
-}
-
-/* ---- queues ---- */
-
-static kiln_status queue_init(queue *q, size_t cap)
-{
-	memset(q, 0, sizeof *q);
-	q->cap = cap;
-	if (pthread_mutex_init(&q->lock, NULL) != 0)
-		return KILN_ERR_NOMEM;
-	pthread_cond_init(&q->not_empty, NULL);
-	pthread_cond_init(&q->not_full, NULL);
-	return KILN_OK;
-}
-
-static void queue_destroy(queue *q)
-{
-	pthread_mutex_destroy(&q->lock);
-	pthread_cond_destroy(&q->not_empty);
-	pthread_cond_destroy(&q->not_full);
-}
-
-/* Blocks while the queue is full. false when it is closed (the item was not queued). */
-static bool queue_push(queue *q, item *it)
-{
-	pthread_mutex_lock(&q->lock);
-	while (q->cap && q->count >= q->cap && !q->closed)
-		pthread_cond_wait(&q->not_full, &q->lock);
-	bool ok = !q->closed;
-	if (ok) {
-		it->next = NULL;
-		if (q->tail)
-			q->tail->next = it;
-		else
-			q->head = it;
-		q->tail = it;
-		q->count++;
-		pthread_cond_signal(&q->not_empty);
-	}
-	pthread_mutex_unlock(&q->lock);
-	return ok;
-}
-
-/* Takes at least one and at most max items, waiting for the first; further items are
- * taken only while they are already queued and match(first, next) holds (NULL: any).
- * Returns 0 once the queue is closed and empty. */
-typedef bool (*item_match_fn)(const item *first, const item *next);
-
-static size_t queue_take_locked(queue *q, item **out, size_t max, item_match_fn match);
-
-static size_t queue_pop(queue *q, item **out, size_t max, item_match_fn match)
-{
-	pthread_mutex_lock(&q->lock);
-	while (!q->head && !q->closed)
-		pthread_cond_wait(&q->not_empty, &q->lock);
-	size_t n = queue_take_locked(q, out, max, match);
-	pthread_mutex_unlock(&q->lock);
-	return n;
-}
-
-/* Like queue_pop without waiting, and only a batch that cannot grow any more: max items,
- * or followed by an item that does not match, or the queue is closed. 0 otherwise. */
-static size_t queue_pop_full(queue *q, item **out, size_t max, item_match_fn match)
-{
-	pthread_mutex_lock(&q->lock);
-	size_t run = 0;
-	const item *it = q->head;
-	while (it && run < max && (run == 0 || !match || match(q->head, it))) {
-		run++;
-		it = it->next;
-	}
-	size_t n = run && (run == max || it || q->closed) ? queue_take_locked(q, out, max, match) : 0;
-	pthread_mutex_unlock(&q->lock);
-	return n;
-}
-
-/* The taking part of queue_pop, under the queue's lock. */
-static size_t queue_take_locked(queue *q, item **out, size_t max, item_match_fn match)
-{
-	size_t n = 0;
-	while (q->head && n < max && (n == 0 || !match || match(out[0], q->head))) {
-		out[n++] = q->head;
-		q->head = q->head->next;
-		q->count--;
-	}
-	if (!q->head)
-		q->tail = NULL;
-	if (n)
-		pthread_cond_broadcast(&q->not_full);
-	if (q->head) /* what we left is for another consumer */
-		pthread_cond_signal(&q->not_empty);
-	return n;
-}
-
-static void queue_close(queue *q)
-{
-	pthread_mutex_lock(&q->lock);
-	q->closed = true;
-	pthread_cond_broadcast(&q->not_empty);
-	pthread_cond_broadcast(&q->not_full);
-	pthread_mutex_unlock(&q->lock);
-}
-
-/* Unlinks every queued item of a cancelled shard; returns them as a list. */
-static item *queue_take_cancelled(queue *q)
-{
-	item *taken = NULL, **tail = &taken;
-	pthread_mutex_lock(&q->lock);
-	item **link = &q->head;
-	q->tail = NULL;
-	while (*link) {
-		item *it = *link;
-		if (atomic_load(&it->shard->cancelled)) {
-			*link = it->next;
-			it->next = NULL;
-			*tail = it;
-			tail = &it->next;
-			q->count--;
-		} else {
-			q->tail = it;
-			link = &it->next;
-		}
-	}
-	pthread_cond_broadcast(&q->not_full);
-	pthread_mutex_unlock(&q->lock);
-	return taken;
 }
 
 /* ---- pixel budget ---- */
@@ -396,10 +261,28 @@ static size_t drop_cancelled(kiln_pipeline *p, item **items, size_t n)
 	return m;
 }
 
-/* Passes an item on; a closed queue (the pipeline is stopping) cancels it. */
-static void item_forward(kiln_pipeline *p, queue *q, item *it)
+/* The item a queue link is in. */
+static item *item_of(const kiln_qlink *link)
 {
-	if (!queue_push(q, it))
+	return (item *)((const char *)link - offsetof(item, link));
+}
+
+_Static_assert(IO_BATCH <= KILN_PIPELINE_MAX_BATCH, "pop_items takes at most KILN_PIPELINE_MAX_BATCH");
+
+/* kiln_queue_pop (full: kiln_queue_pop_full) into an array of items. */
+static size_t pop_items(kiln_queue *q, item **out, size_t max, kiln_qmatch_fn match, bool full)
+{
+	kiln_qlink *links[KILN_PIPELINE_MAX_BATCH];
+	size_t n = full ? kiln_queue_pop_full(q, links, max, match) : kiln_queue_pop(q, links, max, match);
+	for (size_t i = 0; i < n; i++)
+		out[i] = item_of(links[i]);
+	return n;
+}
+
+/* Passes an item on; a closed queue (the pipeline is stopping) cancels it. */
+static void item_forward(kiln_pipeline *p, kiln_queue *q, item *it)
+{
+	if (!kiln_queue_push(q, &it->link))
 		item_cancel(p, it);
 }
 
@@ -458,7 +341,7 @@ static void *fetch_main(void *arg)
 	item *batch[IO_BATCH];
 	kiln_storage_get_item gets[IO_BATCH];
 	size_t n;
-	while ((n = queue_pop(&p->fetch.in, batch, IO_BATCH, NULL)) > 0) {
+	while ((n = pop_items(&p->fetch.in, batch, IO_BATCH, NULL, false)) > 0) {
 		n = drop_cancelled(p, batch, n);
 		if (io.open_st != KILN_OK) {
 			for (size_t i = 0; i < n; i++)
@@ -606,7 +489,7 @@ static void *decode_main(void *arg)
 	stage_thread *t = arg;
 	kiln_pipeline *p = t->p;
 	item *it;
-	while (queue_pop(&p->decode.in, &it, 1, NULL) > 0) {
+	while (pop_items(&p->decode.in, &it, 1, NULL, false) > 0) {
 		if (atomic_load(&it->shard->cancelled))
 			item_cancel(p, it);
 		else
@@ -624,8 +507,9 @@ static bool opts_equal(const kiln_texenc_opts *a, const kiln_texenc_opts *b)
 
 /* A batch runs through one texenc (or, format png, one PNG runner), so it holds images of
  * one set of options, all decoded or all left for the GPU to decode. */
-static bool same_opts(const item *first, const item *next)
+static bool same_opts(const kiln_qlink *first_link, const kiln_qlink *next_link)
 {
+	const item *first = item_of(first_link), *next = item_of(next_link);
 	return opts_equal(&first->shard->opts, &next->shard->opts) && first->gpu_decode == next->gpu_decode &&
 	       first->shard->png_out == next->shard->png_out;
 }
@@ -817,9 +701,9 @@ static void *encode_main(void *arg)
 		unsigned depth = e.enc ? kiln_texenc_depth(e.enc) : 1;
 		size_t n = 0;
 		if (e.nflight == 0)
-			n = queue_pop(&p->encode.in, batch, p->cfg.batch, same_opts);
+			n = pop_items(&p->encode.in, batch, p->cfg.batch, same_opts, false);
 		else if (e.nflight < depth)
-			n = queue_pop_full(&p->encode.in, batch, p->cfg.batch, same_opts);
+			n = pop_items(&p->encode.in, batch, p->cfg.batch, same_opts, true);
 		if (n == 0) {
 			if (e.nflight == 0)
 				break; /* closed and drained */
@@ -901,7 +785,7 @@ static void *upload_main(void *arg)
 	kiln_storage_put_item puts[IO_BATCH];
 	size_t n;
 	/* Items that reached this stage were encoded: they finish even when cancelled. */
-	while ((n = queue_pop(&p->upload.in, batch, IO_BATCH, NULL)) > 0) {
+	while ((n = pop_items(&p->upload.in, batch, IO_BATCH, NULL, false)) > 0) {
 		size_t m = 0;
 		uint64_t t0 = kiln_now_ns();
 		for (size_t i = 0; i < n; i++) {
@@ -955,7 +839,7 @@ static void *upload_main(void *arg)
 static kiln_status stage_start(kiln_pipeline *p, stage *s, const char *name, unsigned nthreads,
 			       size_t queue_cap, void *(*fn)(void *))
 {
-	kiln_status st = queue_init(&s->in, queue_cap);
+	kiln_status st = kiln_queue_init(&s->in, queue_cap);
 	if (st != KILN_OK)
 		return st;
 	s->threads = kiln_calloc(nthreads, sizeof *s->threads);
@@ -978,12 +862,17 @@ static void stage_stop(stage *s)
 {
 	if (!s->threads)
 		return;
-	queue_close(&s->in);
+	kiln_queue_close(&s->in);
 	for (unsigned i = 0; i < s->started; i++)
 		pthread_join(s->threads[i].tid, NULL);
 	free(s->threads);
 	s->threads = NULL;
-	queue_destroy(&s->in);
+	kiln_queue_destroy(&s->in);
+}
+
+static bool link_cancelled(const kiln_qlink *link)
+{
+	return atomic_load(&item_of(link)->shard->cancelled);
 }
 
 /* Marks shards cancelled (job NULL: all) and ends their not-yet-fetched items now, so a
@@ -999,11 +888,11 @@ static size_t cancel_shards(kiln_pipeline *p, const char *job)
 		}
 	pthread_mutex_unlock(&p->lock);
 	if (n) {
-		item *it = queue_take_cancelled(&p->fetch.in);
-		while (it) {
-			item *next = it->next;
-			item_cancel(p, it);
-			it = next;
+		kiln_qlink *link = kiln_queue_take_if(&p->fetch.in, link_cancelled);
+		while (link) {
+			kiln_qlink *next = link->next;
+			item_cancel(p, item_of(link));
+			link = next;
 		}
 	}
 	return n;
