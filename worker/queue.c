@@ -41,17 +41,26 @@ bool kiln_queue_push(kiln_queue *q, kiln_qlink *link)
 	return ok;
 }
 
-/* The taking part of kiln_queue_pop, under the queue's lock. */
-static size_t take_locked(kiln_queue *q, kiln_qlink **out, size_t max, kiln_qmatch_fn match)
+/* Takes first (a queued link) and the links queued after it that match it, up to max, in
+ * their order; links that do not match, and those before first, stay in place. Under the
+ * queue's lock. */
+static size_t take_locked(kiln_queue *q, kiln_qlink *first, kiln_qlink **out, size_t max, kiln_qmatch_fn match)
 {
 	size_t n = 0;
-	while (q->head && n < max && (n == 0 || !match || match(out[0], q->head))) {
-		out[n++] = q->head;
-		q->head = q->head->next;
-		q->count--;
+	kiln_qlink **at = &q->head, *kept = NULL; /* kept: the last link left in place */
+	while (*at && n < max) {
+		kiln_qlink *l = *at;
+		if (n ? !match || match(first, l) : l == first) {
+			out[n++] = l;
+			*at = l->next;
+			q->count--;
+		} else {
+			kept = l;
+			at = &l->next;
+		}
 	}
-	if (!q->head)
-		q->tail = NULL;
+	if (!*at) /* walked to the end: the tail is whatever was left last */
+		q->tail = kept;
 	if (n)
 		pthread_cond_broadcast(&q->not_full);
 	if (q->head) /* what we left is for another consumer */
@@ -64,21 +73,34 @@ size_t kiln_queue_pop(kiln_queue *q, kiln_qlink **out, size_t max, kiln_qmatch_f
 	pthread_mutex_lock(&q->lock);
 	while (!q->head && !q->closed)
 		pthread_cond_wait(&q->not_empty, &q->lock);
-	size_t n = take_locked(q, out, max, match);
+	size_t n = q->head ? take_locked(q, q->head, out, max, match) : 0;
 	pthread_mutex_unlock(&q->lock);
 	return n;
+}
+
+/* The oldest link with max links of its kind (itself and those after it that match it)
+ * queued; NULL when no kind has that many. A link after the first of its kind sees fewer
+ * of them, so the first of a full kind is found first. */
+static kiln_qlink *oldest_full_locked(const kiln_queue *q, size_t max, kiln_qmatch_fn match)
+{
+	size_t left = q->count; /* links from f on */
+	for (kiln_qlink *f = q->head; f && left >= max; f = f->next, left--) {
+		size_t n = 1;
+		for (const kiln_qlink *l = f->next; l && n < max; l = l->next)
+			n += !match || match(f, l);
+		if (n == max)
+			return f;
+	}
+	return NULL;
 }
 
 size_t kiln_queue_pop_full(kiln_queue *q, kiln_qlink **out, size_t max, kiln_qmatch_fn match)
 {
 	pthread_mutex_lock(&q->lock);
-	size_t run = 0;
-	const kiln_qlink *it = q->head;
-	while (it && run < max && (run == 0 || !match || match(q->head, it))) {
-		run++;
-		it = it->next;
-	}
-	size_t n = run && (run == max || it || q->closed) ? take_locked(q, out, max, match) : 0;
+	kiln_qlink *first = oldest_full_locked(q, max, match);
+	if (!first && (q->closed || (q->cap && q->count >= q->cap)))
+		first = q->head; /* nothing more can arrive: the oldest kind as it is */
+	size_t n = first ? take_locked(q, first, out, max, match) : 0;
 	pthread_mutex_unlock(&q->lock);
 	return n;
 }

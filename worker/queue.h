@@ -34,13 +34,17 @@ void kiln_queue_destroy(kiln_queue *q);
 /* Blocks while the queue is full. false when it is closed (the link was not queued). */
 bool kiln_queue_push(kiln_queue *q, kiln_qlink *link);
 
-/* Takes at least one and at most max links, waiting for the first; further links are
- * taken only while they are already queued and match(first, next) holds (NULL: any).
- * Returns 0 once the queue is closed and empty. */
+/* Takes at least one and at most max links, waiting for the first (the head); further
+ * links are taken from anywhere in the queue, in their order, while they are already
+ * queued and match(first, next) holds (NULL: any, which takes the head's run). Those that
+ * do not match stay in place for a later batch, so batches of interleaved kinds are not
+ * cut short. Returns 0 once the queue is closed and empty. */
 size_t kiln_queue_pop(kiln_queue *q, kiln_qlink **out, size_t max, kiln_qmatch_fn match);
 
 /* Like kiln_queue_pop without waiting, and only a batch that cannot grow any more: max
- * links, or followed by a link that does not match, or the queue is closed. 0 otherwise. */
+ * links of one kind, the oldest such kind first (the head's when it has max); or, when no
+ * kind has max, the head's kind as it is once nothing more can arrive (the queue is at its
+ * capacity, or closed). 0 otherwise. */
 size_t kiln_queue_pop_full(kiln_queue *q, kiln_qlink **out, size_t max, kiln_qmatch_fn match);
 
 /* Wakes every waiter; pushes fail from now on, pops drain what is left. */

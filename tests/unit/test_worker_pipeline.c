@@ -1,7 +1,7 @@
 /* The worker pipeline in-process, without sockets: shards of good and bad inputs over
  * file:// storage, reports collected by a fake callback; a fake storage to hold fetches
  * (cancel), slow them (overlap of stages) or refuse uploads; PSNR on request; the
- * per-stage figures. */
+ * per-stage figures; the queues between the stages (worker/queue.h) on their own. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <pthread.h>
@@ -19,6 +19,7 @@
 #include "common/png_io.h"
 #include "kernels/bc1/bc1.h"
 #include "worker/pipeline.h"
+#include "worker/queue.h"
 
 #define MAX_REPORTS 64
 #define MAX_ITEMS 256
@@ -715,4 +716,109 @@ Test(worker_pipeline, png_decoders_write_the_same_outputs)
 		kiln_buf_free(&out[0][i]);
 		kiln_buf_free(&out[1][i]);
 	}
+}
+
+/* ---- the queues on their own ---- */
+
+/* A queued object of one of two kinds (a batch holds one kind, as decoded and undecoded
+ * items in the encode queue); the link comes first, so a link is its object. */
+typedef struct qobj {
+	kiln_qlink link;
+	int kind, id;
+} qobj;
+
+static bool same_kind(const kiln_qlink *a, const kiln_qlink *b)
+{
+	return ((const qobj *)a)->kind == ((const qobj *)b)->kind;
+}
+
+/* Pushes objects of the kinds in `kinds` ('a', 'b'), ids from *next_id on. */
+static void qpush(kiln_queue *q, qobj *objs, int *next_id, const char *kinds)
+{
+	for (const char *k = kinds; *k; k++) {
+		qobj *o = &objs[*next_id];
+		o->kind = *k;
+		o->id = (*next_id)++;
+		cr_assert(kiln_queue_push(q, &o->link));
+	}
+}
+
+/* Checks that what a pop took (n links) is the ids of `want`, -1-terminated, in order. */
+static void qexpect(kiln_qlink **got, size_t n, const int *want, const char *what)
+{
+	size_t m = 0;
+	while (want[m] >= 0)
+		m++;
+	cr_assert_eq(n, m, "%s: took %zu, want %zu", what, n, m);
+	for (size_t i = 0; i < n; i++)
+		cr_expect_eq(((qobj *)got[i])->id, want[i], "%s: [%zu] is %d, want %d", what, i,
+			     ((qobj *)got[i])->id, want[i]);
+}
+
+/* Interleaved kinds still make batches of `max`: a pop takes the head's kind from anywhere
+ * in the queue in order and leaves the other kind in place (head, tail and count right, so
+ * later pushes and pops see one queue). Without a match the head's run is taken, as the
+ * fetch, decode and upload stages take it. */
+Test(worker_pipeline, queue_takes_one_kind_from_interleaved_items)
+{
+	kiln_queue q;
+	cr_assert_eq(kiln_queue_init(&q, 0), KILN_OK);
+	qobj objs[32];
+	int id = 0;
+	kiln_qlink *got[8];
+	qpush(&q, objs, &id, "abababababab"); /* ids 0..11 */
+	qexpect(got, kiln_queue_pop(&q, got, 4, same_kind), (int[]){0, 2, 4, 6, -1}, "a");
+	qexpect(got, kiln_queue_pop(&q, got, 4, same_kind), (int[]){1, 3, 5, 7, -1}, "b");
+	cr_expect_eq(q.count, 4);
+	qpush(&q, objs, &id, "ab"); /* 12, 13 behind the rest: 8a 9b 10a 11b 12a 13b */
+	qexpect(got, kiln_queue_pop(&q, got, 8, same_kind), (int[]){8, 10, 12, -1}, "a to the end");
+	cr_expect_eq(((qobj *)q.tail)->id, 13, "the tail is the last link left");
+	qpush(&q, objs, &id, "a"); /* 14 after the tail */
+	qexpect(got, kiln_queue_pop(&q, got, 1, same_kind), (int[]){9, -1}, "one b");
+	qexpect(got, kiln_queue_pop(&q, got, 8, NULL), (int[]){11, 13, 14, -1}, "no match: the run");
+	cr_expect_eq(q.count, 0);
+	cr_expect_null(q.head);
+	cr_expect_null(q.tail);
+	qpush(&q, objs, &id, "ba"); /* an emptied queue takes pushes again */
+	qexpect(got, kiln_queue_pop(&q, got, 8, NULL), (int[]){15, 16, -1}, "after emptying");
+	kiln_queue_destroy(&q);
+}
+
+/* pop_full submits only a batch that cannot grow: max of one kind (the oldest kind that
+ * has max, the head's first), or the head's kind as it is once the queue is at capacity
+ * or closed; otherwise nothing, so the encoder collects and lets the queue fill. */
+Test(worker_pipeline, queue_pop_full_takes_only_batches_that_cannot_grow)
+{
+	kiln_queue q;
+	cr_assert_eq(kiln_queue_init(&q, 16), KILN_OK);
+	qobj objs[32];
+	int id = 0;
+	kiln_qlink *got[8];
+	qpush(&q, objs, &id, "aba"); /* 0a 1b 2a */
+	cr_expect_eq(kiln_queue_pop_full(&q, got, 3, same_kind), 0, "no kind has 3: the batch may grow");
+	qpush(&q, objs, &id, "bb"); /* 3b 4b */
+	qexpect(got, kiln_queue_pop_full(&q, got, 3, same_kind), (int[]){1, 3, 4, -1},
+		"b is full before the older a");
+	cr_expect_eq(kiln_queue_pop_full(&q, got, 3, same_kind), 0, "a has 2");
+	qpush(&q, objs, &id, "babab"); /* 0a 2a 5b 6a 7b 8a 9b */
+	qexpect(got, kiln_queue_pop_full(&q, got, 3, same_kind), (int[]){0, 2, 6, -1},
+		"both full: the head's kind first");
+	qpush(&q, objs, &id, "aababa"); /* 5b 7b 8a 9b 10a 11a 12b 13a 14b 15a */
+	qexpect(got, kiln_queue_pop_full(&q, got, 5, same_kind), (int[]){5, 7, 9, 12, 14, -1}, "b's five");
+	/* left: 8a 10a 11a 13a 15a */
+	qexpect(got, kiln_queue_pop_full(&q, got, 4, same_kind), (int[]){8, 10, 11, 13, -1}, "a's four");
+	kiln_queue_destroy(&q);
+
+	/* at capacity, no kind has max: the head's kind as it is */
+	cr_assert_eq(kiln_queue_init(&q, 4), KILN_OK);
+	id = 0;
+	qpush(&q, objs, &id, "abab");
+	qexpect(got, kiln_queue_pop_full(&q, got, 3, same_kind), (int[]){0, 2, -1}, "full queue");
+	cr_expect_eq(kiln_queue_pop_full(&q, got, 3, same_kind), 0, "room again: b may grow");
+	kiln_queue_close(&q);
+	qexpect(got, kiln_queue_pop_full(&q, got, 3, same_kind), (int[]){1, 3, -1}, "closed");
+	cr_expect_eq(kiln_queue_pop_full(&q, got, 3, same_kind), 0, "closed and empty");
+	cr_expect_eq(kiln_queue_pop(&q, got, 3, same_kind), 0, "closed and empty: pop does not wait");
+	cr_expect_not(kiln_queue_push(&q, &objs[10].link), "a closed queue takes nothing");
+	kiln_queue_destroy(&q);
 }
