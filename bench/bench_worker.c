@@ -14,7 +14,7 @@
  * when either set of it is selected; the GPUs run on each selected set.
  *
  * Environment: KILN_BENCH_WORKER_SETTINGS=png-fast,... runs only the settings it names
- * (fast, high, astc4x4-fast, png-fast); KILN_BENCH_WORKER_SETS=kodak,2k-strips,... only the
+ * (fast, high, astc4x4-fast, png-fast, fast-mixed); KILN_BENCH_WORKER_SETS=kodak,2k-strips,... only the
  * input sets it names (default: all; with --quick the 2K sets only when named, then 2 files
  * and small counts); KILN_BENCH_WORKER_UPLOADERS=N sets the upload threads (default: the
  * pipeline's); KILN_BENCH_WORKER_OUT=DIR puts the outputs under DIR;
@@ -50,13 +50,21 @@ typedef struct codec_setting {
 	size_t cpu_count, gpu_count;
 	size_t hd_cpu_count, hd_gpu_count; /* 2K images per run: runs of ~0.5-1 s */
 	bool png_out;            /* format png: the container and texture format do not apply */
+	/* shards alternate sRGB and linear output: the same work in two kinds of batch, whose
+	 * items the decode threads interleave in the encode queue (jobs of different options
+	 * on one worker) */
+	bool mixed;
 } codec_setting;
 
 static const codec_setting settings[] = {
-	{"fast", "BC1 DDS", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_FAST, KILN_CONTAINER_DDS, 384, 3840, 32, 256, false},
-	{"high", "BC1 DDS", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_HIGH, KILN_CONTAINER_DDS, 24, 1920, 2, 256, false},
-	{"astc4x4-fast", "ASTC 4x4 .astc", KILN_TEXFMT_ASTC, KILN_QUALITY_FAST, KILN_CONTAINER_ASTC, 96, 768, 4, 96, false},
-	{"png-fast", "PNG (kiln, fast)", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_FAST, KILN_CONTAINER_DDS, 192, 960, 16, 96, true},
+	{"fast", "BC1 DDS", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_FAST, KILN_CONTAINER_DDS, 384, 3840, 32, 256, false, false},
+	{"high", "BC1 DDS", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_HIGH, KILN_CONTAINER_DDS, 24, 1920, 2, 256, false, false},
+	{"astc4x4-fast", "ASTC 4x4 .astc", KILN_TEXFMT_ASTC, KILN_QUALITY_FAST, KILN_CONTAINER_ASTC, 96, 768, 4, 96, false,
+	 false},
+	{"png-fast", "PNG (kiln, fast)", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_FAST, KILN_CONTAINER_DDS, 192, 960, 16, 96, true,
+	 false},
+	{"fast-mixed", "BC1 DDS, sRGB and linear shards", KILN_TEXFMT_BC1_RGB, KILN_QUALITY_FAST, KILN_CONTAINER_DDS, 384,
+	 3840, 32, 256, false, true},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -132,7 +140,7 @@ static char out_root[256];
 /* Submits items first..first+count (input i % the set's files) as shards and waits for all
  * of them. */
 static kiln_status run_items(kiln_pipeline *p, const char *dir, const char *label, size_t first, size_t count,
-			     const kiln_texenc_opts *opts, kiln_container container, bool png_out)
+			     const kiln_texenc_opts *opts, kiln_container container, const codec_setting *setting)
 {
 	static char inputs[SHARD_ITEMS][512], outputs[SHARD_ITEMS][512];
 	kiln_shard_item items[SHARD_ITEMS];
@@ -152,7 +160,9 @@ static kiln_status run_items(kiln_pipeline *p, const char *dir, const char *labe
 		char shard[64];
 		snprintf(shard, sizeof shard, "%s.%zu", label, first + done);
 		kiln_shard_spec spec = {.job = label, .shard = shard, .lease = 1, .opts = *opts,
-					.container = container, .items = items, .count = n, .png_out = png_out};
+					.container = container, .items = items, .count = n, .png_out = setting->png_out};
+		if (setting->mixed && (first + done) / SHARD_ITEMS % 2)
+			spec.opts.colorspace = KILN_COLORSPACE_LINEAR;
 		kiln_status st = kiln_pipeline_submit(p, &spec);
 		if (st != KILN_OK)
 			return st;
@@ -196,12 +206,11 @@ static kiln_status run_pipeline(const bench_opts *opts, const bench_set *set, co
 	bool gpu = run->devices[0].kind == KILN_DEVICE_GPU;
 	size_t warm = gpu ? (KILN_TEXENC_MAX_INFLIGHT + 1) * (size_t)cfg.batch : input->hd ? 2 : 8;
 	if (!opts->quick && (gpu || run->setting->cpu_count > 24))
-		st = run_items(p, dir, run->label, run->count, warm * run->ndevices, &topts, container,
-			       run->setting->png_out);
+		st = run_items(p, dir, run->label, run->count, warm * run->ndevices, &topts, container, run->setting);
 	kiln_pipeline_stats_get(p, &before);
 	double t0 = bench_now();
 	if (st == KILN_OK)
-		st = run_items(p, dir, run->label, 0, run->count, &topts, container, run->setting->png_out);
+		st = run_items(p, dir, run->label, 0, run->count, &topts, container, run->setting);
 	run->seconds = bench_now() - t0;
 	kiln_pipeline_stats_get(p, &run->stats);
 	stats_minus(&run->stats.fetch, &before.fetch);
