@@ -98,6 +98,14 @@ size_t kiln_queue_pop_full(kiln_queue *q, kiln_qlink **out, size_t max, kiln_qma
 {
 	pthread_mutex_lock(&q->lock);
 	kiln_qlink *first = oldest_full_locked(q, max, match);
+	if (first && first != q->head) { /* a batch past the head, unless it waited enough */
+		if (q->passed != q->head) {
+			q->passed = q->head;
+			q->passes = 0;
+		}
+		if (q->passes++ >= KILN_QUEUE_HEAD_PASSES)
+			first = q->head;
+	}
 	if (!first && (q->closed || (q->cap && q->count >= q->cap)))
 		first = q->head; /* nothing more can arrive: the oldest kind as it is */
 	size_t n = first ? take_locked(q, first, out, max, match) : 0;

@@ -23,7 +23,15 @@ typedef struct kiln_queue {
 	size_t count;
 	size_t cap;          /* 0: unbounded */
 	bool closed;
+	/* kiln_queue_pop_full: batches taken past the head while it was `passed` */
+	const kiln_qlink *passed;
+	unsigned passes;
 } kiln_queue;
+
+/* Batches kiln_queue_pop_full may take past the head (of other kinds, full) before it
+ * takes the head's kind as it is: a kind that never fills (a small job beside a large one
+ * of other options) still goes within this many batches. */
+#define KILN_QUEUE_HEAD_PASSES 2
 
 /* Whether next may join a batch that begins with first. */
 typedef bool (*kiln_qmatch_fn)(const kiln_qlink *first, const kiln_qlink *next);
@@ -44,7 +52,8 @@ size_t kiln_queue_pop(kiln_queue *q, kiln_qlink **out, size_t max, kiln_qmatch_f
 /* Like kiln_queue_pop without waiting, and only a batch that cannot grow any more: max
  * links of one kind, the oldest such kind first (the head's when it has max); or, when no
  * kind has max, the head's kind as it is once nothing more can arrive (the queue is at its
- * capacity, or closed). 0 otherwise. */
+ * capacity, or closed), or once KILN_QUEUE_HEAD_PASSES batches have been taken past the
+ * head. 0 otherwise. */
 size_t kiln_queue_pop_full(kiln_queue *q, kiln_qlink **out, size_t max, kiln_qmatch_fn match);
 
 /* Wakes every waiter; pushes fail from now on, pops drain what is left. */

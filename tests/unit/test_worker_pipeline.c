@@ -809,6 +809,24 @@ Test(worker_pipeline, queue_pop_full_takes_only_batches_that_cannot_grow)
 	qexpect(got, kiln_queue_pop_full(&q, got, 4, same_kind), (int[]){8, 10, 11, 13, -1}, "a's four");
 	kiln_queue_destroy(&q);
 
+	/* a head whose kind never fills is passed by KILN_QUEUE_HEAD_PASSES full batches of
+	 * another kind at most, then goes as it is */
+	cr_assert_eq(kiln_queue_init(&q, 0), KILN_OK);
+	id = 0;
+	qpush(&q, objs, &id, "abbbbbbbb"); /* 0a, 1b..8b */
+	for (unsigned k = 0; k < KILN_QUEUE_HEAD_PASSES; k++)
+		qexpect(got, kiln_queue_pop_full(&q, got, 2, same_kind), (int[]){1 + 2 * (int)k, 2 + 2 * (int)k, -1},
+			"b full, past the head");
+	qexpect(got, kiln_queue_pop_full(&q, got, 2, same_kind), (int[]){0, -1}, "the head's turn");
+	qexpect(got, kiln_queue_pop_full(&q, got, 2, same_kind), (int[]){5, 6, -1}, "the head's kind full");
+	qexpect(got, kiln_queue_pop_full(&q, got, 2, same_kind), (int[]){7, 8, -1}, "again");
+	qpush(&q, objs, &id, "abbbbbb"); /* 9a, 10b..15b: a new head, passed as often */
+	for (unsigned k = 0; k < KILN_QUEUE_HEAD_PASSES; k++)
+		qexpect(got, kiln_queue_pop_full(&q, got, 2, same_kind),
+			(int[]){10 + 2 * (int)k, 11 + 2 * (int)k, -1}, "b full, past the new head");
+	qexpect(got, kiln_queue_pop_full(&q, got, 2, same_kind), (int[]){9, -1}, "the new head's turn");
+	kiln_queue_destroy(&q);
+
 	/* at capacity, no kind has max: the head's kind as it is */
 	cr_assert_eq(kiln_queue_init(&q, 4), KILN_OK);
 	id = 0;
