@@ -786,7 +786,8 @@ Test(worker_pipeline, queue_takes_one_kind_from_interleaved_items)
 
 /* pop_full submits only a batch that cannot grow: max of one kind (the oldest kind that
  * has max, the head's first), or the head's kind as it is once the queue is at capacity
- * or closed; otherwise nothing, so the encoder collects and lets the queue fill. */
+ * or closed, or once KILN_QUEUE_HEAD_PASSES batches went past it; otherwise nothing, so
+ * the encoder collects and lets the queue fill. */
 Test(worker_pipeline, queue_pop_full_takes_only_batches_that_cannot_grow)
 {
 	kiln_queue q;
