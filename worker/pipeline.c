@@ -688,10 +688,11 @@ static void encode_finish(encoder *e)
  * device starts work without waiting for a full batch): the oldest item and the queued
  * items of its kind (same_opts). With batches in flight it submits another only when one
  * cannot grow any more (kiln_queue_pop_full: a full batch of one kind, the oldest kind
- * first, or the oldest kind as it is when the queue is full or closed); otherwise it
- * collects the oldest first, which lets the queue fill meanwhile. Batches take their
- * items from anywhere in the queue, so items of two kinds interleaved (decoded on the host
- * and left to the GPU, decode_on_gpu) still make full batches. On a GPU this keeps up
+ * first, or the oldest kind as it is when the queue is full or closed or two full batches
+ * went past it); otherwise it collects the oldest first, which lets the queue fill
+ * meanwhile. Batches take their items from anywhere in the queue, so items of kinds
+ * interleaved (shards of different options, files decoded on the host beside files left
+ * to the GPU, decode_on_gpu) still make full batches. On a GPU this keeps up
  * to KILN_TEXENC_MAX_INFLIGHT batches in flight, so the upload of one overlaps the kernels
  * of another and the download of a third; on the CPU one batch at a time. */
 static void *encode_main(void *arg)
