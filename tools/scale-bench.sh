@@ -4,9 +4,13 @@
 # all the GPUs, and one worker per GPU against one scheduler. Runs over the .bundle made
 # by tools/gpu-bundle.sh. Prints a markdown table; logs under $OUT.
 #   REPEAT=40 QUALITY=high SKIP_CPU=1 tools/scale-bench.sh
+# BUNDLE names the bundle folder (default .bundle); FORMAT_ARGS adds options to every job
+# (e.g. "--format astc --block 4x4" for PNG -> ASTC 4x4 .astc).
 set -u
-export LD_LIBRARY_PATH="$PWD/.bundle/lib"
-K="$PWD/.bundle/bin/kiln"
+bundle=${BUNDLE:-.bundle}
+export LD_LIBRARY_PATH="$PWD/$bundle/lib"
+K="$PWD/$bundle/bin/kiln"
+read -r -a fmt <<< "${FORMAT_ARGS:-}"
 out=${OUT:-scale-logs}
 mkdir -p "$out"
 repeat=${REPEAT:-40}
@@ -17,11 +21,11 @@ rm -rf "$work"
 mkdir -p "$work/in"
 # distinct names, so every output is its own file
 for r in $(seq 1 "$repeat"); do
-	for f in .bundle/data/kodak/*.png; do cp "$f" "$work/in/r${r}_$(basename "$f")"; done
+	for f in "$bundle"/data/kodak/*.png; do cp "$f" "$work/in/r${r}_$(basename "$f")"; done
 done
 n=$(ls "$work/in" | wc -l)
 mpix=$(awk -v n="$n" 'BEGIN { printf "%.1f", n * 768 * 512 / 1e6 }')
-echo "inputs: $n Kodak-size PNGs ($mpix Mpix), $(du -sh "$work/in" | cut -f1); GPUs: $ngpu; quality $quality"
+echo "inputs: $n Kodak-size PNGs ($mpix Mpix), $(du -sh "$work/in" | cut -f1); GPUs: $ngpu; quality $quality ${FORMAT_ARGS:-}"
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
 nproc
 
@@ -32,7 +36,7 @@ run_one_worker() {
 	local devs=$1
 	rm -rf "$work/out"
 	local t0=$(date +%s.%N)
-	"$K" run -q --input "$work/in" --output "$work/out" --quality "$quality" --devices "$devs" \
+	"$K" run -q --input "$work/in" --output "$work/out" --quality "$quality" --devices "$devs" "${fmt[@]}" \
 		>"$out/run-$devs.log" 2>&1 || echo "run $devs failed: $(tail -2 "$out/run-$devs.log")"
 	local t1=$(date +%s.%N)
 	echo "$t0 $t1"
@@ -54,7 +58,7 @@ run_worker_per_gpu() {
 	sleep 1
 	local t0=$(date +%s.%N)
 	"$K" submit --server http://127.0.0.1:27002 --input "$work/in" --output "$work/out" \
-		--quality "$quality" --wait >"$out/submit-$g.log" 2>&1 || echo "submit $g failed: $(tail -2 "$out/submit-$g.log")"
+		--quality "$quality" "${fmt[@]}" --wait >"$out/submit-$g.log" 2>&1 || echo "submit $g failed: $(tail -2 "$out/submit-$g.log")"
 	local t1=$(date +%s.%N)
 	kill "${wp[@]}" 2>/dev/null; wait "${wp[@]}" 2>/dev/null
 	kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null
