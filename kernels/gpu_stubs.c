@@ -8,6 +8,7 @@
 #include "kernels/mip/mip.h"
 #include "kernels/png/png_dec.h"
 #include "kernels/png/png_enc.h"
+#include "kernels/texerr.h"
 
 bool kiln_gpu_built(void) { return false; }
 int kiln_gpu_count(void) { return 0; }
@@ -83,4 +84,7 @@ kiln_status kiln_pngdec_gpu_status(const kiln_pngdec_gpu_file *files, size_t cou
 {
 	return KILN_ERR_NO_GPU;
 }
+size_t kiln_texerr_temp_size(size_t count) { return 0; }
+kiln_status kiln_texerr_gpu(const kiln_texerr_job *jobs, size_t count, kiln_texerr *d_out, void *d_temp,
+			    size_t temp_size, kiln_stream stream) { return KILN_ERR_NO_GPU; }
 #endif

@@ -15,6 +15,7 @@
 #include "kernels/bc1/bc1.h"
 #include "kernels/mip/mip.h"
 #include "kernels/png/png_dec.h"
+#include "kernels/texerr.h"
 
 #define ARENA_ALIGN 256 /* keeps every surface's rows aligned for wide device loads */
 /* Threads (the caller among them) that copy a GPU batch's inputs into pinned staging and its
@@ -39,6 +40,8 @@ typedef struct gpu_buffers {
 	size_t h_pixels_cap;
 	uint8_t *h_blocks;   /* pinned staging of the output */
 	size_t h_blocks_cap;
+	kiln_texerr *h_err;  /* pinned staging of the level-0 errors (opts.measure) */
+	size_t h_err_cap;
 	uint8_t *d_png;      /* PNG files decoded on the device, as uploaded */
 	size_t d_png_cap;
 	uint8_t *h_png;      /* pinned staging of those files */
@@ -100,6 +103,9 @@ typedef struct batch_slot {
 	size_t count;
 	kiln_texture *tex;     /* the batch's textures: planned at submit, filled by collect */
 	kiln_status *status;
+	kiln_texerr *err;      /* level 0's error against its pixels (opts.measure), else zeros */
+	size_t *err_image;     /* GPU: the image of each measurement queued (gpu_measure) ... */
+	size_t nerr;           /* ... and how many */
 	size_t cap;            /* entries of tex and status */
 	batch_plan plan;
 	level_arrays la;
@@ -129,6 +135,7 @@ void kiln_texenc_opts_default(kiln_texenc_opts *opts)
 	opts->block_h = 4;
 	opts->mipmaps = false;
 	opts->colorspace = KILN_COLORSPACE_AUTO;
+	opts->measure = false;
 }
 
 static size_t align_up(size_t v)
@@ -217,6 +224,7 @@ static void gpu_buffers_release(gpu_buffers *g)
 	kiln_gpu_free(g->d_temp);
 	kiln_gpu_host_free(g->h_pixels);
 	kiln_gpu_host_free(g->h_blocks);
+	kiln_gpu_host_free(g->h_err);
 	kiln_gpu_free(g->d_png);
 	kiln_gpu_host_free(g->h_png);
 	kiln_gpu_free(g->d_png_temp);
@@ -571,8 +579,53 @@ static kiln_status astc_encode_levels(const kiln_texenc *enc, const batch_plan *
 
 /* The CPU backend over a planned batch (pool: the encoder's, or the copy pool for a GPU
  * batch's file that came back to the CPU). */
+/* The error measurements of a batch (opts.measure): a job per image's level 0 that was
+ * encoded, in the plan's order, with the image it is for (image[k]); returns how many.
+ * jobs and image hold plan->nlevels entries. */
+static size_t texerr_jobs(const kiln_texenc *enc, const batch_plan *plan, const kiln_texture *tex,
+			  const level_arrays *la, const kiln_status *status, kiln_texerr_job *jobs, size_t *image)
+{
+	size_t n = 0;
+	for (size_t l = 0; l < plan->nlevels; l++) {
+		const level_plan *lp = &plan->levels[l];
+		if (lp->level != 0 || status[lp->image] != KILN_OK || la->status[l] != KILN_OK)
+			continue;
+		const kiln_texture *t = &tex[lp->image];
+		bool astc = is_astc(enc);
+		jobs[n] = (kiln_texerr_job){.src = la->src[l], .blocks = la->dst[l],
+					    .block_w = astc ? enc->opts.block_w : 4, .block_h = astc ? enc->opts.block_h : 4,
+					    .astc = astc, .srgb = t->srgb, .punch = t->format == KILN_TEXFMT_BC1_RGBA,
+					    .alpha_cutoff = (uint8_t)enc->opts.alpha_cutoff};
+		image[n++] = lp->image;
+	}
+	return n;
+}
+
+/* run_cpu's error measurements into err[image] (opts.measure). */
+static kiln_status measure_cpu(const kiln_texenc *enc, kiln_pool *pool, const batch_plan *plan,
+			       const kiln_texture *tex, const level_arrays *la, const kiln_status *status,
+			       kiln_texerr *err)
+{
+	kiln_texerr_job *jobs = kiln_malloc_array(plan->nlevels, sizeof *jobs);
+	kiln_texerr *out = kiln_malloc_array(plan->nlevels, sizeof *out);
+	size_t *image = kiln_malloc_array(plan->nlevels, sizeof *image);
+	kiln_status st = KILN_ERR_NOMEM;
+	if (jobs && out && image) {
+		size_t n = texerr_jobs(enc, plan, tex, la, status, jobs, image);
+		st = kiln_texerr_cpu(jobs, n, out, pool);
+		for (size_t k = 0; k < n && st == KILN_OK; k++)
+			err[image[k]] = out[k];
+	}
+	free(jobs);
+	free(out);
+	free(image);
+	return st;
+}
+
+/* Encodes a planned batch on the host; err (opts.measure; may be NULL otherwise) gets
+ * level 0's error of each encoded image. */
 static kiln_status run_cpu(kiln_texenc *enc, kiln_pool *pool, const kiln_image *images, size_t count,
-			   batch_plan *plan, kiln_texture *tex, kiln_status *status)
+			   batch_plan *plan, kiln_texture *tex, kiln_status *status, kiln_texerr *err)
 {
 	kiln_status st = KILN_OK;
 	uint8_t *pixels = kiln_malloc(plan->pixel_bytes);
@@ -601,8 +654,11 @@ static kiln_status run_cpu(kiln_texenc *enc, kiln_pool *pool, const kiln_image *
 	}
 	if (st == KILN_OK) {
 		merge_level_status(plan, &la, status);
-		collect_output(pool, plan, blocks, tex, status);
+		if (enc->opts.measure && err)
+			st = measure_cpu(enc, pool, plan, tex, &la, status, err);
 	}
+	if (st == KILN_OK)
+		collect_output(pool, plan, blocks, tex, status);
 	level_arrays_free(&la);
 fail:
 	free(pixels);
@@ -708,7 +764,7 @@ static kiln_status gpu_png_collect(batch_slot *s)
  * CPU backend of the codec over every level, into tex as submit planned it (the same
  * options; the backends write the same bytes). Returns the image's status. */
 static kiln_status png_cpu_texture(kiln_texenc *enc, kiln_pool *pool, const uint8_t *data,
-				   const kiln_pngdec_info *info, kiln_texture *tex)
+				   const kiln_pngdec_info *info, kiln_texture *tex, kiln_texerr *err)
 {
 	kiln_image img;
 	kiln_status st = kiln_pngdec_decode_probed_image(data, info, NULL, &img, pool, NULL, 0);
@@ -718,7 +774,7 @@ static kiln_status png_cpu_texture(kiln_texenc *enc, kiln_pool *pool, const uint
 	kiln_status img_st = KILN_OK;
 	st = plan_batch(tex, &img, &img_st, 1, &plan);
 	if (st == KILN_OK) {
-		st = run_cpu(enc, pool, &img, 1, &plan, tex, &img_st);
+		st = run_cpu(enc, pool, &img, 1, &plan, tex, &img_st, err);
 		plan_free(&plan);
 	}
 	kiln_image_free(&img);
@@ -737,8 +793,31 @@ static void gpu_png_redo(kiln_texenc *enc, batch_slot *s)
 		size_t i = pb->image[k];
 		if (pb->status[k] == KILN_ERR_UNSUPPORTED && s->status[i] == KILN_ERR_UNSUPPORTED)
 			s->status[i] = png_cpu_texture(enc, pool, s->gpu.h_png + pb->offset[k], &pb->files[k].info,
-						       &s->tex[i]);
+						       &s->tex[i], &s->err[i]);
 	}
+}
+
+/* Queues the error measurements of a batch (opts.measure) after its codec launch: the
+ * jobs' sums land in the scratch after the jobs and come down into the pinned h_err,
+ * in texerr_jobs' order (gpu_collect hands them to their images). The statuses are those
+ * known at submit: an image that fails on the device gets no measurement at collect. */
+static kiln_status gpu_measure(const kiln_texenc *enc, batch_slot *s, uint8_t *d_temp, size_t temp_size)
+{
+	const batch_plan *plan = &s->plan;
+	kiln_texerr_job *jobs = kiln_malloc_array(plan->nlevels, sizeof *jobs);
+	s->err_image = kiln_malloc_array(plan->nlevels, sizeof *s->err_image);
+	kiln_status st = KILN_ERR_NOMEM;
+	if (jobs && s->err_image) {
+		size_t n = texerr_jobs(enc, plan, s->tex, &s->la, s->status, jobs, s->err_image);
+		kiln_texerr *d_err = (kiln_texerr *)(d_temp + temp_size);
+		st = gpu_step(s, kiln_texerr_gpu(jobs, n, d_err, d_temp, temp_size, s->gpu.stream), "measure");
+		if (st == KILN_OK && n)
+			st = gpu_step(s, kiln_gpu_d2h(s->gpu.h_err, d_err, n * sizeof *d_err, s->gpu.stream),
+				      "download errors");
+		s->nerr = n;
+	}
+	free(jobs);
+	return st;
 }
 
 /* Queues a planned batch on its slot's stream: staging copy into pinned memory, one H2D
@@ -757,12 +836,17 @@ static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image 
 		return st;
 	/* one scratch buffer: mip descriptors first, then the codec's */
 	size_t mip_temp = align_up(kiln_mip_temp_size(plan->nchains ? plan->nchains : 1, plan->max_levels));
-	size_t temp = mip_temp + (is_astc(enc) ? kiln_astc_temp_size(plan->nlevels) : kiln_bc1_temp_size(plan->nlevels));
+	size_t codec_temp = align_up(is_astc(enc) ? kiln_astc_temp_size(plan->nlevels) : kiln_bc1_temp_size(plan->nlevels));
+	/* then, measuring: the error jobs and their sums */
+	size_t err_temp = enc->opts.measure ? align_up(kiln_texerr_temp_size(plan->nlevels)) : 0;
+	size_t err_bytes = enc->opts.measure ? plan->nlevels * sizeof(kiln_texerr) : 0;
+	size_t temp = mip_temp + codec_temp + err_temp + err_bytes;
 	if ((st = kiln_gpu_grow((void **)&g->d_pixels, &g->d_pixels_cap, plan->pixel_bytes, false)) ||
 	    (st = kiln_gpu_grow((void **)&g->d_blocks, &g->d_blocks_cap, plan->block_bytes, false)) ||
 	    (st = kiln_gpu_grow(&g->d_temp, &g->d_temp_cap, temp, false)) ||
 	    (st = kiln_gpu_grow((void **)&g->h_pixels, &g->h_pixels_cap, plan->base_bytes, true)) ||
-	    (st = kiln_gpu_grow((void **)&g->h_blocks, &g->h_blocks_cap, plan->block_bytes, true)))
+	    (st = kiln_gpu_grow((void **)&g->h_blocks, &g->h_blocks_cap, plan->block_bytes, true)) ||
+	    (err_bytes && (st = kiln_gpu_grow((void **)&g->h_err, &g->h_err_cap, err_bytes, true))))
 		return gpu_step(s, st, "allocate buffers");
 
 	/* Base levels are staged in pinned memory, laid out as in the device arena; the slot's
@@ -791,15 +875,17 @@ static kiln_status gpu_submit(kiln_texenc *enc, batch_slot *s, const kiln_image 
 		return gpu_step(s, st, "plan");
 	if (is_astc(enc)) {
 		astc_backend be = {.gpu = true, .d_temp = (uint8_t *)g->d_temp + mip_temp,
-				   .temp_size = temp - mip_temp, .stream = g->stream};
+				   .temp_size = codec_temp, .stream = g->stream};
 		st = gpu_step(s, astc_encode_levels(enc, plan, s->tex, &s->la, &be), "encode");
 	} else {
 		kiln_bc1_params params;
 		bc1_params_of(enc, &params);
 		st = gpu_step(s, kiln_bc1_encode_gpu(&params, s->la.src, s->la.dst, plan->nlevels, s->la.status,
-						     (uint8_t *)g->d_temp + mip_temp, temp - mip_temp, g->stream),
+						     (uint8_t *)g->d_temp + mip_temp, codec_temp, g->stream),
 			      "encode");
 	}
+	if (st == KILN_OK && err_bytes)
+		st = gpu_measure(enc, s, (uint8_t *)g->d_temp + mip_temp + codec_temp, err_temp);
 	if (st == KILN_OK)
 		st = gpu_step(s, kiln_gpu_d2h(g->h_blocks, g->d_blocks, plan->block_bytes, g->stream), "download");
 	return st;
@@ -815,6 +901,8 @@ static kiln_status gpu_collect(kiln_texenc *enc, batch_slot *s)
 	enc->device_wait_ns += kiln_now_ns() - t0;
 	if (st == KILN_OK)
 		st = gpu_png_collect(s);
+	for (size_t k = 0; st == KILN_OK && k < s->nerr; k++)
+		s->err[s->err_image[k]] = s->gpu.h_err[k];
 	if (st == KILN_OK) {
 		merge_level_status(&s->plan, &s->la, s->status);
 		collect_output(enc->copy_pool, &s->plan, s->gpu.h_blocks, s->tex, s->status);
@@ -830,12 +918,17 @@ static void slot_finish(batch_slot *s, kiln_status st)
 	plan_free(&s->plan);
 	level_arrays_free(&s->la);
 	png_batch_free(&s->png);
+	free(s->err_image);
+	s->err_image = NULL;
+	s->nerr = 0;
 	s->result = st;
 	for (size_t i = 0; i < s->count; i++) {
 		if (st != KILN_OK && s->status[i] == KILN_OK)
 			s->status[i] = st;
-		if (s->status[i] != KILN_OK)
+		if (s->status[i] != KILN_OK) {
 			kiln_texture_free_levels(&s->tex[i]);
+			s->err[i] = (kiln_texerr){0, 0};
+		}
 	}
 	s->state = SLOT_DONE;
 }
@@ -873,6 +966,7 @@ static void slot_release(kiln_texenc *enc, batch_slot *s)
 		gpu_buffers_release(&s->gpu);
 	free(s->tex);
 	free(s->status);
+	free(s->err);
 	memset(s, 0, sizeof *s);
 }
 
@@ -905,21 +999,26 @@ static kiln_status submit_batch(kiln_texenc *enc, const kiln_image *images, cons
 	if (count > s->cap) {
 		kiln_texture *tex = kiln_malloc_array(count, sizeof *tex);
 		kiln_status *status = kiln_malloc_array(count, sizeof *status);
-		if (!tex || !status) {
+		kiln_texerr *err = kiln_malloc_array(count, sizeof *err);
+		if (!tex || !status || !err) {
 			free(tex);
 			free(status);
+			free(err);
 			return KILN_ERR_NOMEM;
 		}
 		free(s->tex);
 		free(s->status);
+		free(s->err);
 		s->tex = tex;
 		s->status = status;
+		s->err = err;
 		s->cap = count;
 	}
 	s->count = count;
 	s->error[0] = '\0';
 	for (size_t i = 0; i < count; i++) {
 		memset(&s->tex[i], 0, sizeof s->tex[i]);
+		s->err[i] = (kiln_texerr){0, 0};
 		s->status[i] = pre && pre[i] != KILN_OK ? pre[i]
 			     : plan_texture(enc, &images[i], on_device && on_device[i], &s->tex[i]);
 	}
@@ -941,7 +1040,7 @@ static kiln_status submit_batch(kiln_texenc *enc, const kiln_image *images, cons
 		if (st == KILN_ERR_CUDA)
 			gpu_poison(enc, s->error);
 	} else if (st == KILN_OK) {
-		st = run_cpu(enc, enc->pool, images, count, &s->plan, s->tex, s->status);
+		st = run_cpu(enc, enc->pool, images, count, &s->plan, s->tex, s->status, s->err);
 	}
 	slot_finish(s, st);
 queued:
@@ -1018,6 +1117,12 @@ kiln_status kiln_texenc_submit_png(kiln_texenc *enc, const kiln_texenc_png *file
 kiln_status kiln_texenc_collect(kiln_texenc *enc, uint64_t ticket, kiln_texture *out,
 				kiln_status *status)
 {
+	return kiln_texenc_collect_measured(enc, ticket, out, status, NULL);
+}
+
+kiln_status kiln_texenc_collect_measured(kiln_texenc *enc, uint64_t ticket, kiln_texture *out,
+					 kiln_status *status, kiln_texerr *err)
+{
 	batch_slot *s = NULL;
 	for (size_t i = 0; i < KILN_TEXENC_MAX_INFLIGHT && !s; i++)
 		if (enc->slots[i].state != SLOT_FREE && enc->slots[i].ticket == ticket)
@@ -1034,6 +1139,8 @@ kiln_status kiln_texenc_collect(kiln_texenc *enc, uint64_t ticket, kiln_texture 
 	if (s->count) {
 		memcpy(out, s->tex, s->count * sizeof *out);
 		memcpy(status, s->status, s->count * sizeof *status);
+		if (err)
+			memcpy(err, s->err, s->count * sizeof *err);
 	}
 	snprintf(enc->last_error, sizeof enc->last_error, "%s", s->error);
 	s->state = SLOT_FREE;

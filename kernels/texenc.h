@@ -18,6 +18,7 @@
 #include "kernels/codec.h"
 #include "kernels/gpu.h"
 #include "kernels/png/png_dec.h"
+#include "kernels/texerr.h"
 
 typedef enum kiln_colorspace {
 	KILN_COLORSPACE_AUTO,    /* as the image says (kiln_image.srgb) */
@@ -33,6 +34,9 @@ typedef struct kiln_texenc_opts {
 	uint32_t block_w, block_h; /* ASTC footprint, one of the 14 2D ones (default 4x4) */
 	bool mipmaps;             /* full chain down to 1x1 */
 	kiln_colorspace colorspace;
+	/* level 0's error against the pixels it was encoded from, measured where both are
+	 * (on the GPU for a GPU batch: kernels/texerr.h), for kiln_texenc_collect_measured */
+	bool measure;
 } kiln_texenc_opts;
 
 void kiln_texenc_opts_default(kiln_texenc_opts *opts);
@@ -141,6 +145,12 @@ kiln_status kiln_texenc_submit_png(kiln_texenc *enc, const kiln_texenc_png *file
  * not in flight. */
 kiln_status kiln_texenc_collect(kiln_texenc *enc, uint64_t ticket, kiln_texture *out,
 				kiln_status *status);
+
+/* kiln_texenc_collect, and for a batch submitted with opts.measure, err[i] (count entries)
+ * level 0's error of image i against its pixels (zero for an image not encoded, and
+ * without opts.measure). err may be NULL. */
+kiln_status kiln_texenc_collect_measured(kiln_texenc *enc, uint64_t ticket, kiln_texture *out,
+					 kiln_status *status, kiln_texerr *err);
 
 /* Batches submitted and not yet collected. */
 unsigned kiln_texenc_inflight(const kiln_texenc *enc);

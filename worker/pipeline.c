@@ -4,15 +4,14 @@
  *   items per call) -> [decode queue] -> decode threads (header, limits, pixel budget,
  *   PNG decode, unless a GPU will decode the file) -> [encode queue] -> one thread per
  *   device (batches of same-option images through its texenc, several in flight on a
- *   GPU) -> [upload queue] -> upload threads
- *   (PSNR if asked, container, storage put) -> done
+ *   GPU; the PSNR, if asked, measured there) -> [upload queue] -> upload threads
+ *   (container, storage put) -> done
  *
  * An item lives inside its shard's array and moves between queues by pointer; whatever
  * stage ends it (success, failure, cancel) calls item_finish, which frees what the item
  * still holds and, for the shard's last item, reports the shard. */
 #include "worker/pipeline.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -381,11 +380,11 @@ static void *fetch_main(void *arg)
 /* Whether an item's PNG goes to the encode stage undecoded, for a GPU to decode: kiln's
  * decoder is chosen, the file is one the GPU decoder takes fast (kiln_texenc_png_gpu_decodes),
  * a GPU will encode it, the GPU has no better use for its time (ASTC with enough decode
- * threads: above), and no PSNR is wanted (that needs the pixels on the host). */
+ * threads: above). A PSNR, when wanted, is measured on the GPU too (opts.measure). */
 static bool decode_on_gpu(const kiln_pipeline *p, const item *it, const kiln_pngdec_info *info)
 {
 	if (p->cfg.png_decoder != KILN_PNG_DECODER_KILN || !kiln_texenc_png_gpu_decodes(info) ||
-	    it->shard->measure_psnr || !kiln_texenc_gpu_supported(it->shard->opts.format))
+	    !kiln_texenc_gpu_supported(it->shard->opts.format))
 		return false;
 	if (it->shard->opts.format == KILN_TEXFMT_ASTC && p->decode.nthreads >= ASTC_HOST_DECODERS_PER_GPU * p->gpus)
 		return false;
@@ -501,7 +500,7 @@ static void *decode_main(void *arg)
 static bool opts_equal(const kiln_texenc_opts *a, const kiln_texenc_opts *b)
 {
 	return a->format == b->format && a->quality == b->quality && a->alpha_cutoff == b->alpha_cutoff &&
-	       a->mipmaps == b->mipmaps && a->colorspace == b->colorspace &&
+	       a->mipmaps == b->mipmaps && a->colorspace == b->colorspace && a->measure == b->measure &&
 	       (a->format != KILN_TEXFMT_ASTC || (a->block_w == b->block_w && a->block_h == b->block_h));
 }
 
@@ -594,7 +593,7 @@ static void encode_png(encoder *e, item **batch, size_t n)
 }
 
 /* Hands a batch to the device. The texenc has copied the pixels once submit returns, so
- * they are freed here, except where the upload stage still needs them for the PSNR. */
+ * they are freed here. */
 static void encode_submit(encoder *e, item **batch, size_t n)
 {
 	kiln_pipeline *p = e->p;
@@ -623,8 +622,6 @@ static void encode_submit(encoder *e, item **batch, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		item *it = batch[i];
 		kiln_buf_free(&it->data); /* a PNG the GPU decodes: submit has copied it */
-		if (it->shard->measure_psnr && b->st == KILN_OK)
-			continue;
 		kiln_image_free(&it->image);
 		budget_release(p, it->reserved);
 		it->reserved = 0;
@@ -651,11 +648,12 @@ static void encode_finish(encoder *e)
 	e->nflight--;
 	kiln_texture out[KILN_PIPELINE_MAX_BATCH];
 	kiln_status status[KILN_PIPELINE_MAX_BATCH];
+	kiln_texerr err[KILN_PIPELINE_MAX_BATCH];
 	kiln_status st = b->st;
 	const char *why = ""; /* the texenc's reason for a whole-batch failure */
 	if (st == KILN_OK) {
 		uint64_t waited = kiln_texenc_device_wait_ns(b->enc);
-		st = kiln_texenc_collect(b->enc, b->ticket, out, status);
+		st = kiln_texenc_collect_measured(b->enc, b->ticket, out, status, err);
 		atomic_fetch_add(&p->encode.device_wait_ns, kiln_texenc_device_wait_ns(b->enc) - waited);
 		if (st != KILN_OK)
 			why = kiln_texenc_last_error(b->enc);
@@ -676,6 +674,10 @@ static void encode_finish(encoder *e)
 			continue;
 		}
 		it->tex = out[i];
+		if (it->shard->measure_psnr) {
+			kiln_item_result *r = &it->shard->results[it->index];
+			r->psnr_measured = kiln_texerr_psnr(&err[i], &r->psnr);
+		}
 		it->reserved += budget_hold(p, texture_bytes(&it->tex));
 		if (atomic_load(&it->shard->cancelled))
 			item_cancel(p, it); /* frees the texture: nothing left to upload */
@@ -726,60 +728,6 @@ static void *encode_main(void *arg)
 	return NULL;
 }
 
-/* RGB PSNR of level 0 against the source pixels, in centi-dB, with the metric of the
- * bench (MSE averaged over R, G, B; 99 dB at most, and for a perfect match). Texels that
- * punch-through alpha made transparent are left out: BC1 does not keep their colour.
- * Decodes one row of blocks at a time, so it needs no image-sized buffer. false when it
- * cannot be measured (no texel left, a memory shortage). */
-static bool measure_psnr(const kiln_texture *tex, const kiln_image *img, int alpha_cutoff, int32_t *out)
-{
-	const kiln_level *lv = &tex->levels[0];
-	if (!tex->num_levels || !lv->data || !img->pixels || lv->width != img->width || lv->height != img->height)
-		return false;
-	bool punch = tex->format == KILN_TEXFMT_BC1_RGBA, astc = tex->format == KILN_TEXFMT_ASTC;
-	uint32_t bh = astc ? tex->block_h : 4;
-	/* bytes of one row of blocks */
-	size_t row_blocks = astc ? kiln_astc_bound(lv->width, 1, tex->block_w, tex->block_h)
-				 : kiln_bc1_bound(lv->width, 1);
-	uint8_t *strip = kiln_malloc((size_t)lv->width * 4 * bh);
-	if (!strip || !row_blocks) {
-		free(strip);
-		return false;
-	}
-	uint64_t sse = 0, n = 0;
-	for (uint32_t y0 = 0; y0 < lv->height; y0 += bh) {
-		uint32_t rows = lv->height - y0 < bh ? lv->height - y0 : bh;
-		const uint8_t *blocks = lv->data + (size_t)(y0 / bh) * row_blocks;
-		kiln_status ds = astc ? kiln_astc_decode(blocks, row_blocks, lv->width, rows, tex->block_w, tex->block_h,
-							 tex->srgb, strip, (size_t)lv->width * 4)
-				      : kiln_bc1_decode(blocks, row_blocks, lv->width, rows, punch, strip,
-							(size_t)lv->width * 4);
-		if (ds != KILN_OK) {
-			free(strip);
-			return false;
-		}
-		for (uint32_t y = 0; y < rows; y++) {
-			const uint8_t *a = kiln_image_row(img, y0 + y), *b = strip + (size_t)y * lv->width * 4;
-			for (uint32_t x = 0; x < lv->width; x++, a += 4, b += 4) {
-				if (punch && a[3] < alpha_cutoff)
-					continue;
-				for (int c = 0; c < 3; c++) {
-					int d = (int)a[c] - (int)b[c];
-					sse += (uint64_t)(d * d);
-				}
-				n++;
-			}
-		}
-	}
-	free(strip);
-	if (!n)
-		return false;
-	double mse = (double)sse / (3.0 * (double)n);
-	double db = mse > 0 ? 10.0 * log10(255.0 * 255.0 / mse) : 99.0;
-	*out = (int32_t)lround((db < 99.0 ? db : 99.0) * 100.0);
-	return true;
-}
-
 static void *upload_main(void *arg)
 {
 	stage_thread *t = arg;
@@ -795,13 +743,6 @@ static void *upload_main(void *arg)
 		uint64_t t0 = kiln_now_ns();
 		for (size_t i = 0; i < n; i++) {
 			item *it = batch[i];
-			if (it->image.pixels) { /* kept by the encoder for this */
-				kiln_item_result *r = &it->shard->results[it->index];
-				r->psnr_measured = measure_psnr(&it->tex, &it->image, it->shard->opts.alpha_cutoff, &r->psnr);
-				kiln_image_free(&it->image);
-				budget_release(p, it->reserved);
-				it->reserved = 0;
-			}
 			kiln_status cs = io.open_st;
 			if (!it->shard->png_out) { /* a PNG's data is its output file already */
 				kiln_buf_init(&it->data, MAX_OUTPUT_BYTES);
@@ -1008,6 +949,7 @@ kiln_status kiln_pipeline_submit(kiln_pipeline *p, const kiln_shard_spec *spec)
 	}
 	s->lease = spec->lease;
 	s->opts = spec->opts;
+	s->opts.measure = spec->measure_psnr; /* the texenc measures, where the pixels are */
 	s->container = spec->container;
 	s->measure_psnr = spec->measure_psnr;
 	s->png_out = spec->png_out;

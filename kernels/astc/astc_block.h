@@ -798,7 +798,8 @@ KILN_HD void astc_decode_symbolic(const astc_symbolic *s, int bw, int bh, int sr
 		ok[p] = astc_decode_endpoints(s->cem[p], v, e[p][0], e[p][1]);
 	}
 	int gw = s->mode.grid_w, gh = s->mode.grid_h, ng = gw * gh;
-	uint8_t grid[ASTC_MAX_WEIGHTS], w0[ASTC_MAX_TEXELS], w1[ASTC_MAX_TEXELS];
+	/* grid zeroed: gcc cannot see that a normal block's mode always has weights */
+	uint8_t grid[ASTC_MAX_WEIGHTS] = {0}, w0[ASTC_MAX_TEXELS], w1[ASTC_MAX_TEXELS];
 	KILN_ROLLED for (int i = 0; i < ng; i++)
 		grid[i] = astc_weight_unquant[s->mode.wrange][s->weights[0][i]];
 	astc_infill(bw, bh, gw, gh, grid, w0);

@@ -1,7 +1,8 @@
 /* PNG files decoded on the GPU inside the encode front end (kiln_texenc_submit_png): the
  * textures are byte-identical with decoding on the host (libpng) and encoding on the CPU,
  * for Kodak and PngSuite files (palette, gray, alpha, 16-bit and interlaced ones take the
- * host path inside the same batch), in batches of 1, 7 and 32; a file whose deflate
+ * host path inside the same batch), in batches of 1, 7 and 32, and level 0's error
+ * measured on the device is the CPU backend's (kernels/texerr.h); a file whose deflate
  * stream is broken fails alone; files whose stream ends irregularly (which the GPU decoder
  * sends back to the CPU path) get the CPU backend's statuses and textures. Run by make
  * test-gpu. */
@@ -57,7 +58,8 @@ static void load_corpus(corpus *c)
 	cr_assert(png_break_idat(bad->data, bad->len, 100, 37, 0xa5));
 }
 
-/* The same texture options (fast, mipmaps) on the GPU and on the CPU backend. */
+/* The same texture options (fast, mipmaps, level 0's error measured) on the GPU and on
+ * the CPU backend. */
 typedef struct encoder_pair {
 	kiln_pool *pool;
 	kiln_texenc *gpu, *cpu;
@@ -70,6 +72,7 @@ static void pair_create(encoder_pair *e, kiln_texfmt format)
 	opts.format = format;
 	opts.quality = KILN_QUALITY_FAST;
 	opts.mipmaps = true;
+	opts.measure = true;
 	kiln_device gpu = {KILN_DEVICE_GPU, 0}, cpu = {KILN_DEVICE_CPU, 0};
 	cr_assert_eq(kiln_pool_create(0, &e->pool), KILN_OK);
 	cr_assert_eq(kiln_texenc_create(&gpu, &opts, NULL, &e->gpu), KILN_OK, "%s", kiln_gpu_last_error());
@@ -97,6 +100,7 @@ static void run(kiln_texfmt format, size_t batch)
 		kiln_image images[32];
 		kiln_status dec[32], gst[32], cst[32];
 		kiln_texture gtex[32], ctex[32];
+		kiln_texerr gerr[32], cerr[32];
 		for (size_t i = 0; i < n; i++) {
 			kiln_buf *f = &c.files[first + i];
 			files[i] = (kiln_texenc_png){.data = f->data, .size = f->len};
@@ -107,7 +111,8 @@ static void run(kiln_texfmt format, size_t batch)
 		}
 		uint64_t ticket;
 		cr_assert_eq(kiln_texenc_submit_png(e.gpu, files, n, &ticket), KILN_OK);
-		cr_assert_eq(kiln_texenc_collect(e.gpu, ticket, gtex, gst), KILN_OK, "%s", kiln_texenc_last_error(e.gpu));
+		cr_assert_eq(kiln_texenc_collect_measured(e.gpu, ticket, gtex, gst, gerr), KILN_OK, "%s",
+			     kiln_texenc_last_error(e.gpu));
 		/* the reference: libpng's pixels through the CPU backend, one image at a time */
 		for (size_t i = 0; i < n; i++) {
 			const char *name = c.names[first + i];
@@ -116,13 +121,21 @@ static void run(kiln_texfmt format, size_t batch)
 				cr_expect_neq(gst[i], KILN_OK, "%s decoded on the GPU", name);
 				continue;
 			}
-			cr_assert_eq(kiln_texenc_encode(e.cpu, &images[i], 1, &ctex[i], &cst[i]), KILN_OK);
+			uint64_t t;
+			cr_assert_eq(kiln_texenc_submit(e.cpu, &images[i], 1, &t), KILN_OK);
+			cr_assert_eq(kiln_texenc_collect_measured(e.cpu, t, &ctex[i], &cst[i], &cerr[i]), KILN_OK);
 			cr_assert_eq(gst[i], KILN_OK, "%s: %s", name, kiln_strerror(gst[i]));
 			cr_assert_eq(gtex[i].num_levels, ctex[i].num_levels, "%s", name);
 			for (uint32_t l = 0; l < gtex[i].num_levels; l++)
 				cr_assert(gtex[i].levels[l].size == ctex[i].levels[l].size &&
 						  memcmp(gtex[i].levels[l].data, ctex[i].levels[l].data, gtex[i].levels[l].size) == 0,
 					  "%s level %u differs (batch %zu)", name, l, batch);
+			/* level 0's error, measured on the device against the pixels it decoded */
+			cr_assert_gt(cerr[i].texels, 0, "%s", name);
+			cr_assert(gerr[i].sse == cerr[i].sse && gerr[i].texels == cerr[i].texels,
+				  "%s: error %llu over %llu texels on the GPU, %llu over %llu on the CPU", name,
+				  (unsigned long long)gerr[i].sse, (unsigned long long)gerr[i].texels,
+				  (unsigned long long)cerr[i].sse, (unsigned long long)cerr[i].texels);
 			kiln_texture_free_levels(&gtex[i]);
 			kiln_texture_free_levels(&ctex[i]);
 			kiln_image_free(&images[i]);

@@ -1,11 +1,14 @@
 /* The encode front end's batch API on the CPU backend: submit/collect gives the bytes of
  * kiln_texenc_encode, tickets are collected in any order, slots run out and come back,
  * per-image status survives the trip, images may be freed once submitted, options apply
- * to the batches submitted after them. (GPU parity: tests/gpu/test_texenc_gpu.c.) */
+ * to the batches submitted after them, level 0's error measured on request. (GPU parity:
+ * tests/gpu/test_texenc_gpu.c, tests/gpu/test_texenc_png_gpu.c.) */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/astc/astc.h"
+#include "kernels/bc1/bc1.h"
 #include "kernels/texenc.h"
 #include "tests/unit/testutil.h"
 
@@ -330,4 +333,94 @@ Test(texenc, astc_batches_mix_colour_spaces_and_keep_mip_chains)
 	}
 	free_images(images, N);
 	kiln_texenc_destroy(enc);
+}
+
+/* Level 0's squared RGB error and texel count by decoding the texture's blocks with the
+ * public decoders, independently of kernels/texerr.h: texels whose alpha punch-through
+ * made transparent are left out. */
+static kiln_texerr reference_error(const kiln_texture *t, const kiln_image *img, int alpha_cutoff)
+{
+	const kiln_level *lv = &t->levels[0];
+	uint8_t *rgba = malloc((size_t)lv->width * 4 * lv->height);
+	cr_assert(rgba);
+	if (t->format == KILN_TEXFMT_ASTC)
+		cr_assert_eq(kiln_astc_decode(lv->data, lv->size, lv->width, lv->height, t->block_w, t->block_h, t->srgb,
+					      rgba, (size_t)lv->width * 4), KILN_OK);
+	else
+		cr_assert_eq(kiln_bc1_decode(lv->data, lv->size, lv->width, lv->height, t->format == KILN_TEXFMT_BC1_RGBA,
+					     rgba, (size_t)lv->width * 4), KILN_OK);
+	kiln_texerr e = {0, 0};
+	for (uint32_t y = 0; y < lv->height; y++)
+		for (uint32_t x = 0; x < lv->width; x++) {
+			const uint8_t *a = kiln_image_row(img, y) + 4 * (size_t)x;
+			const uint8_t *b = rgba + ((size_t)y * lv->width + x) * 4;
+			if (t->format == KILN_TEXFMT_BC1_RGBA && a[3] < alpha_cutoff)
+				continue;
+			for (int c = 0; c < 3; c++)
+				e.sse += (uint64_t)((a[c] - b[c]) * (a[c] - b[c]));
+			e.texels++;
+		}
+	free(rgba);
+	return e;
+}
+
+/* opts.measure: collect_measured gives level 0's error of each image (BC1 with and without
+ * punch-through alpha, ASTC 6x5 with mipmaps, sizes that end inside a block), the error a
+ * decode of the texture gives; without it, zeros; kiln_texerr_psnr turns it into the
+ * worker's centi-dB. */
+Test(texenc, measured_error_is_the_decoded_texture_s)
+{
+	enum { N = 8 };
+	kiln_image images[N];
+	make_images(images, N, 5);
+	for (int astc = 0; astc < 2; astc++) {
+		kiln_device cpu = {KILN_DEVICE_CPU, 0};
+		kiln_texenc_opts opts;
+		kiln_texenc_opts_default(&opts);
+		opts.quality = KILN_QUALITY_FAST;
+		opts.measure = true;
+		if (astc) {
+			opts.format = KILN_TEXFMT_ASTC;
+			opts.block_w = 6;
+			opts.block_h = 5;
+			opts.mipmaps = true;
+		}
+		kiln_texenc *enc;
+		cr_assert_eq(kiln_texenc_create(&cpu, &opts, pool, &enc), KILN_OK);
+		kiln_texture tex[N];
+		kiln_status st[N];
+		kiln_texerr err[N];
+		uint64_t ticket;
+		cr_assert_eq(kiln_texenc_submit(enc, images, N, &ticket), KILN_OK);
+		cr_assert_eq(kiln_texenc_collect_measured(enc, ticket, tex, st, err), KILN_OK);
+		bool punched = false;
+		for (size_t i = 0; i < N; i++) {
+			cr_assert_eq(st[i], KILN_OK);
+			punched |= tex[i].format == KILN_TEXFMT_BC1_RGBA;
+			kiln_texerr want = reference_error(&tex[i], &images[i], opts.alpha_cutoff);
+			cr_expect(err[i].sse == want.sse && err[i].texels == want.texels,
+				  "%s image %zu: %llu over %llu texels, want %llu over %llu", astc ? "ASTC" : "BC1", i,
+				  (unsigned long long)err[i].sse, (unsigned long long)err[i].texels,
+				  (unsigned long long)want.sse, (unsigned long long)want.texels);
+			int32_t cdb;
+			cr_expect_eq(kiln_texerr_psnr(&err[i], &cdb), err[i].texels > 0);
+			kiln_texture_free_levels(&tex[i]);
+		}
+		if (!astc)
+			cr_expect(punched, "an image with alpha goes to BC1 RGBA (punch-through)");
+		opts.measure = false;
+		cr_assert_eq(kiln_texenc_set_opts(enc, &opts), KILN_OK);
+		cr_assert_eq(kiln_texenc_submit(enc, images, N, &ticket), KILN_OK);
+		cr_assert_eq(kiln_texenc_collect_measured(enc, ticket, tex, st, err), KILN_OK);
+		for (size_t i = 0; i < N; i++) {
+			cr_expect(err[i].sse == 0 && err[i].texels == 0, "not measured: zeros");
+			kiln_texture_free_levels(&tex[i]);
+		}
+		kiln_texenc_destroy(enc);
+	}
+	kiln_texerr perfect = {0, 10}, none = {5, 0};
+	int32_t cdb = 0;
+	cr_expect(kiln_texerr_psnr(&perfect, &cdb) && cdb == 9900);
+	cr_expect(!kiln_texerr_psnr(&none, &cdb));
+	free_images(images, N);
 }
