@@ -1,6 +1,7 @@
 /* GPU test of the worker pipeline (make test-gpu): `kiln run`, i.e. the scheduler and a
  * worker with the GPU backend (texenc keeping several batches in flight), writes the same
- * files as the same job on the CPU backend. */
+ * files as the same job on the CPU backend, and reports the same mean PSNR (measured on
+ * the GPU). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +19,14 @@ Test(worker_gpu, kiln_run_on_the_gpu_writes_the_cpu_backends_files, .timeout = 6
 	int rc = gpu_test_sh(NULL,
 		 "$kiln samples -o $d/in; cp $data/kodak/*.png $d/in/; "
 		 "for i in 1 2; do mkdir -p $d/in/copy$i; cp $data/kodak/kodim1*.png $d/in/copy$i/; done; "
-		 "$kiln run -q --shard-size 8 --mipmaps --container ktx2 --device gpu --input $d/in --output $d/gpu; "
-		 "$kiln run -q --shard-size 8 --mipmaps --container ktx2 --device cpu --input $d/in --output $d/cpu; "
+		 "$kiln run -q --json --shard-size 8 --mipmaps --container ktx2 --device gpu --input $d/in --output $d/gpu > $d/gpu.json; "
+		 "$kiln run -q --json --shard-size 8 --mipmaps --container ktx2 --device cpu --input $d/in --output $d/cpu > $d/cpu.json; "
 		 "test $(find $d/gpu -name '*.ktx2' | wc -l) -eq $(find $d/in -name '*.png' | wc -l); "
-		 "diff -r $d/cpu $d/gpu");
-	cr_expect_eq(rc, 0, "kiln run on the GPU must write the same files as on the CPU");
+		 "diff -r $d/cpu $d/gpu && "
+		 "g=$(grep -o '\"psnr_mean_db\": *[0-9.]*' $d/gpu.json) && test -n \"$g\" && "
+		 "test \"$g\" = \"$(grep -o '\"psnr_mean_db\": *[0-9.]*' $d/cpu.json)\"");
+	cr_expect_eq(rc, 0, "kiln run on the GPU must write the same files as on the CPU, and measure the same PSNR "
+			    "(on the GPU, kernels/texerr.h)");
 }
 
 /* The same with inputs in kiln's strip-parallel PNG layout, which the worker hands to the
