@@ -26,7 +26,7 @@ static const char usage_text[] =
 	"options:\n"
 	"  --connect ENDPOINT            the scheduler's worker endpoint (required)\n"
 	"  --devices all|cpu|0,1,...     devices to use (default all: every GPU, else the CPU)\n"
-	"  --slots N                     shards held at once, 1..1024 (default 2 per device)\n"
+	"  --slots N                     shards held at once, 1..1024 (default 8 a GPU, 2 a CPU)\n"
 	"  --curve-server-key FILE       the scheduler's CURVE public key (Z85 text)\n"
 	"  --curve-secret FILE           this worker's CURVE secret key (Z85 text)\n"
 	CLI_PNG_DECODER_HELP

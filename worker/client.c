@@ -31,6 +31,14 @@
 #include "worker/devices.h"
 
 #define RESULT_ERROR_MAX 128  /* 4096 items x (error + fields) stays under the frame cap */
+/* Default slots (credits) a device: a GPU keeps 3 batches of 32 in flight with more being
+ * fetched, decoded and uploaded, which 2 shards of 32 could not feed (one H100, a worker
+ * process, 3,600 Kodak files: slots 2 / 4 / 8 / 16 gave ASTC 4x4 fast 549 / 792 / 1,017 /
+ * 1,018 images/s, BC1 fast about 1,000 against 1,400-2,300: docs/PERFORMANCE.md); a CPU
+ * backend is slower than its shards arrive, and more credits would only keep shards from
+ * faster workers. */
+#define SLOTS_PER_GPU 8
+#define SLOTS_PER_CPU 2
 #define RESULT_ERROR_MIN 16   /* the fallback when even that does not fit */
 #define RECV_BURST 64         /* messages taken per wake-up, so heartbeats keep their time */
 #define BYE_LINGER_MS 1000    /* how long a closing socket may still deliver `bye` */
@@ -707,7 +715,8 @@ kiln_status kiln_client_create(const kiln_client_config *cfg, kiln_client **out,
 		snprintf(c->id, sizeof c->id, "%s-%ld", host, (long)getpid());
 	}
 	if (!c->cfg.slots)
-		c->cfg.slots = 2 * (unsigned)cfg->pipeline.ndevices;
+		for (size_t d = 0; d < cfg->pipeline.ndevices; d++)
+			c->cfg.slots += cfg->pipeline.devices[d].kind == KILN_DEVICE_GPU ? SLOTS_PER_GPU : SLOTS_PER_CPU;
 	c->cfg.endpoint = c->endpoint;
 	c->cfg.worker_id = c->id;
 

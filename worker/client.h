@@ -17,7 +17,7 @@
 typedef struct kiln_client_config {
 	const char *endpoint;          /* tcp://HOST:PORT (inproc:// with zmq_context) */
 	const char *worker_id;         /* socket identity; NULL: hostname-pid */
-	unsigned slots;                /* credits announced in READY; 0: 2 per device */
+	unsigned slots;                /* credits announced in READY; 0: 8 a GPU, 2 a CPU device */
 	unsigned heartbeat_ms;         /* (1000) */
 	unsigned liveness;             /* silent intervals after which the scheduler is dead (4) */
 	unsigned reconnect_min_ms;     /* first wait before a new socket, doubling (100) */
