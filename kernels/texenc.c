@@ -106,7 +106,7 @@ typedef struct batch_slot {
 	kiln_texerr *err;      /* level 0's error against its pixels (opts.measure), else zeros */
 	size_t *err_image;     /* GPU: the image of each measurement queued (gpu_measure) ... */
 	size_t nerr;           /* ... and how many */
-	size_t cap;            /* entries of tex and status */
+	size_t cap;            /* entries of tex, status and err */
 	batch_plan plan;
 	level_arrays la;
 	png_batch png;
@@ -577,8 +577,6 @@ static kiln_status astc_encode_levels(const kiln_texenc *enc, const batch_plan *
 	return st;
 }
 
-/* The CPU backend over a planned batch (pool: the encoder's, or the copy pool for a GPU
- * batch's file that came back to the CPU). */
 /* The error measurements of a batch (opts.measure): a job per image's level 0 that was
  * encoded, in the plan's order, with the image it is for (image[k]); returns how many.
  * jobs and image hold plan->nlevels entries. */
@@ -622,7 +620,8 @@ static kiln_status measure_cpu(const kiln_texenc *enc, kiln_pool *pool, const ba
 	return st;
 }
 
-/* Encodes a planned batch on the host; err (opts.measure; may be NULL otherwise) gets
+/* The CPU backend over a planned batch (pool: the encoder's, or the copy pool for a GPU
+ * batch's file that came back to the CPU); err (opts.measure; may be NULL otherwise) gets
  * level 0's error of each encoded image. */
 static kiln_status run_cpu(kiln_texenc *enc, kiln_pool *pool, const kiln_image *images, size_t count,
 			   batch_plan *plan, kiln_texture *tex, kiln_status *status, kiln_texerr *err)
