@@ -286,6 +286,21 @@ KILN_HD int astc_enc_popcount(uint64_t x)
 #endif
 }
 
+/* The bits of a float, to compare values exactly (-0 apart from +0). */
+KILN_HD uint32_t astc_enc_float_bits(float f)
+{
+#ifdef __CUDA_ARCH__
+	return __float_as_uint(f);
+#else
+	union {
+		float f;
+		uint32_t u;
+	} b;
+	b.f = f;
+	return b.u;
+#endif
+}
+
 /* The 3- and 4-partition patterns of every seed. A pattern's identity up to relabelling
  * is a hash of its labels renumbered in order of first appearance; a seed whose hash an
  * earlier seed has is dropped (a hash collision only drops one more candidate, and the
@@ -521,8 +536,16 @@ KILN_HD void astc_enc_principal_axis(const float cov[4][4], float v[4])
 		}
 		if (m <= 0.0f)
 			break;
-		for (int a = 0; a < 4; a++)
-			v[a] = nv[a] / m;
+		/* a step that leaves v as it was, bit for bit, leaves it so at every later step
+		 * (each is a function of v alone): the iteration has converged */
+		int moved = 0;
+		for (int a = 0; a < 4; a++) {
+			float x = nv[a] / m;
+			moved |= astc_enc_float_bits(x) != astc_enc_float_bits(v[a]);
+			v[a] = x;
+		}
+		if (!moved)
+			break;
 	}
 }
 
