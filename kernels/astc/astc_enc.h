@@ -1993,6 +1993,10 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 	int slot[ASTC_ENC_SHORTLIST], spare = 0, resume = ef->iterations > 0;
 	int modes[ASTC_ENC_MAX_CAND];
 	float merrs[ASTC_ENC_MAX_CAND];
+	/* the ranking's error only adds to the residual in astc_enc_hopeless (it is a sum of
+	 * non-negative terms): where the residual alone is hopeless, the ranking is not made */
+	if (astc_enc_hopeless(ef, fit, 0.0f, *best_err))
+		return;
 	int line_ep[4][2][4];
 	astc_enc_line_endpoints(blk, fit, line_ep);
 	astc_enc_grid_memo memo;
