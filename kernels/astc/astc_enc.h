@@ -517,9 +517,9 @@ typedef struct astc_enc_fit {
 	float w1[ASTC_MAX_TEXELS];
 } astc_enc_fit;
 
-/* The principal axis of a 4x4 covariance (any scale), unnormalised: power iteration from
- * the channel of largest variance, 8 steps at most. */
-KILN_HD void astc_enc_principal_axis(const float cov[4][4], float v[4])
+/* The start of astc_enc_principal_axis: the unit vector of the channel of largest
+ * variance. */
+KILN_HD void astc_enc_axis_start(const float cov[4][4], float v[4])
 {
 	int big = 0;
 	for (int c = 1; c < 4; c++)
@@ -527,26 +527,53 @@ KILN_HD void astc_enc_principal_axis(const float cov[4][4], float v[4])
 			big = c;
 	for (int a = 0; a < 4; a++)
 		v[a] = a == big ? 1.0f : 0.0f;
-	KILN_ROLLED for (int it = 0; it < 8; it++) {
-		float nv[4], m = 0.0f;
-		for (int a = 0; a < 4; a++) {
-			nv[a] = cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3];
-			float mag = nv[a] < 0 ? -nv[a] : nv[a];
-			m = mag > m ? mag : m;
-		}
-		if (m <= 0.0f)
-			break;
-		/* a step that leaves v as it was, bit for bit, leaves it so at every later step
-		 * (each is a function of v alone): the iteration has converged */
-		int moved = 0;
-		for (int a = 0; a < 4; a++) {
-			float x = nv[a] / m;
-			moved |= astc_enc_float_bits(x) != astc_enc_float_bits(v[a]);
-			v[a] = x;
-		}
-		if (!moved)
-			break;
+}
+
+/* One power iteration step of astc_enc_principal_axis; returns 0 once the iteration has
+ * ended (a zero product, or a step that leaves v as it was, bit for bit: it would leave
+ * it so at every later step, each being a function of v alone). */
+KILN_HD int astc_enc_axis_step(const float cov[4][4], float v[4])
+{
+	float nv[4], m = 0.0f;
+	for (int a = 0; a < 4; a++) {
+		nv[a] = cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3];
+		float mag = nv[a] < 0 ? -nv[a] : nv[a];
+		m = mag > m ? mag : m;
 	}
+	if (m <= 0.0f)
+		return 0;
+	int moved = 0;
+	for (int a = 0; a < 4; a++) {
+		float x = nv[a] / m;
+		moved |= astc_enc_float_bits(x) != astc_enc_float_bits(v[a]);
+		v[a] = x;
+	}
+	return moved;
+}
+
+/* The principal axis of a 4x4 covariance (any scale), unnormalised: power iteration from
+ * the channel of largest variance, 8 steps at most. */
+KILN_HD void astc_enc_principal_axis(const float cov[4][4], float v[4])
+{
+	astc_enc_axis_start(cov, v);
+	KILN_ROLLED for (int it = 0; it < 8 && astc_enc_axis_step(cov, v); it++)
+		;
+}
+
+/* astc_enc_principal_axis of `count` covariances, their steps taken in turn: a step
+ * waits on the one before it (its divisions most), and the steps of the other axes in
+ * between are independent work the processor overlaps with that wait. */
+KILN_HD void astc_enc_principal_axes(const float cov[][4][4], float v[][4], int count)
+{
+	int live = 0;
+	KILN_ROLLED for (int p = 0; p < count; p++) {
+		astc_enc_axis_start(cov[p], v[p]);
+		live |= 1 << p;
+	}
+	KILN_ROLLED for (int it = 0; it < 8 && live; it++)
+		KILN_ROLLED for (int p = 0; p < count; p++)
+			if (((live >> p) & 1) && !astc_enc_axis_step(cov[p], v[p]))
+				live &= ~(1 << p);
 }
 
 /* Principal axis of each partition by power iteration (no square roots), projections
@@ -696,24 +723,28 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const
 		q[8] += x2 * x3;
 		q[9] += x3 * x3;
 	}
-	float total = 0.0f;
+	/* every partition's covariance times the texel count, exact in 64 bits (zero for an
+	 * empty partition, which is left out below), then their axes side by side */
+	float cov[4][4][4], v[4][4];
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
-		if (cnt[p] == 0)
-			continue;
-		/* the covariance times the texel count, exact in 64 bits */
-		float cov[4][4];
 		int at = 0;
 		for (int a = 0; a < 4; a++)
 			for (int b = a; b < 4; b++, at++) {
 				int64_t c = (int64_t)cnt[p] * prod[p][at] - (int64_t)sum[p][a] * sum[p][b];
-				cov[a][b] = cov[b][a] = (float)c / (float)cnt[p];
+				cov[p][a][b] = cov[p][b][a] = cnt[p] ? (float)c / (float)cnt[p] : 0.0f;
 			}
-		float v[4];
-		astc_enc_principal_axis(cov, v);
-		float vv = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3], vcv = 0.0f;
+	}
+	astc_enc_principal_axes((const float(*)[4][4])cov, v, fit->parts);
+	float total = 0.0f;
+	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
+		if (cnt[p] == 0)
+			continue;
+		const float(*c)[4] = cov[p];
+		const float *u = v[p];
+		float vv = u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3], vcv = 0.0f;
 		for (int a = 0; a < 4; a++)
-			vcv += v[a] * (cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3]);
-		float off = cov[0][0] + cov[1][1] + cov[2][2] + cov[3][3] - (vv > 0.0f ? vcv / vv : 0.0f);
+			vcv += u[a] * (c[a][0] * u[0] + c[a][1] * u[1] + c[a][2] * u[2] + c[a][3] * u[3]);
+		float off = c[0][0] + c[1][1] + c[2][2] + c[3][3] - (vv > 0.0f ? vcv / vv : 0.0f);
 		total += off > 0.0f ? off : 0.0f;
 	}
 	return (uint32_t)(total + 0.5f);
