@@ -513,6 +513,9 @@ typedef struct astc_enc_fit {
 	uint8_t gray[4];        /* every texel of partition p has R == G == B */
 	uint32_t resid[4];      /* per channel: squared distance of the texels from the line */
 	uint32_t gray_err;      /* squared distance of the texels' RGB from the gray axis */
+	/* per partition: its texels and their sum per channel (the part of every least-squares
+	 * fit of its endpoints that does not depend on the weights; astc_enc_refit) */
+	int32_t count[4], sum[4][4];
 	float w[ASTC_MAX_TEXELS];
 	float w1[ASTC_MAX_TEXELS];
 } astc_enc_fit;
@@ -600,6 +603,7 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 		float mean[4] = {0, 0, 0, 0};
 		int cnt = 0, alpha = 0, gray = 1;
 		int cmin = 255, cmax = 0;
+		int32_t sum[4] = {0, 0, 0, 0};
 		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
@@ -609,6 +613,10 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 			mean[1] += (float)x[1];
 			mean[2] += (float)x[2];
 			mean[3] += (float)x[3];
+			sum[0] += x[0];
+			sum[1] += x[1];
+			sum[2] += x[2];
+			sum[3] += x[3];
 			alpha |= blk->px[i][3] != 255;
 			gray &= blk->px[i][0] == blk->px[i][1] && blk->px[i][1] == blk->px[i][2];
 			if (fit->ccs < 4) {
@@ -619,6 +627,9 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 		}
 		fit->alpha[p] = (uint8_t)alpha;
 		fit->gray[p] = (uint8_t)gray;
+		fit->count[p] = cnt;
+		for (int c = 0; c < 4; c++)
+			fit->sum[p][c] = sum[c];
 		if (cnt == 0)
 			continue;
 		for (int c = 0; c < 4; c++)
@@ -946,27 +957,22 @@ KILN_HD int astc_enc_lsq(int32_t cnt, int32_t s1, int32_t c2, const int32_t *px,
 	return 1;
 }
 
-/* Endpoints of every partition by least squares against W0 (and W1 for channel ccs);
- * a partition or channel the weights do not determine keeps its endpoints in ep. The sums
- * of every partition are taken in one pass over the texels, in 32 bits (at most
- * 144 x 64 x 255). */
-ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const uint8_t *part, int parts, const uint8_t *W0,
+/* Endpoints of every partition of a fit by least squares against W0 (and W1 for channel
+ * ccs); a partition or channel the weights do not determine keeps its endpoints in ep.
+ * The weighted sums of every partition are taken in one pass over the texels, in 32 bits
+ * (at most 144 x 64 x 255); the texel counts and plain sums are the fit's. */
+ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const astc_enc_fit *fit, const uint8_t *W0,
 				     const uint8_t *W1, int ccs, int ep[4][2][4])
 {
-	int32_t cnt[4] = {0, 0, 0, 0}, s1[2][4] = {{0}}, c2[2][4] = {{0}};
-	int32_t px[4][4] = {{0}}, pw[4][4] = {{0}}, pw1[4][4] = {{0}};
+	int32_t s1[2][4] = {{0}}, c2[2][4] = {{0}};
+	int32_t pw[4][4] = {{0}}, pw1[4][4] = {{0}};
 	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-		int p = part[i];
+		int p = fit->part[i];
 		int32_t w = W0[i];
 		const uint8_t *x = blk->px[i];
-		cnt[p]++;
 		s1[0][p] += w;
 		c2[0][p] += w * w;
 		/* the channels written out: a loop of 4 is not unrolled at -O2 */
-		px[p][0] += x[0];
-		px[p][1] += x[1];
-		px[p][2] += x[2];
-		px[p][3] += x[3];
 		pw[p][0] += w * x[0];
 		pw[p][1] += w * x[1];
 		pw[p][2] += w * x[2];
@@ -978,9 +984,10 @@ ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const uint8_t *p
 			pw1[p][ccs] += w * blk->px[i][ccs];
 		}
 	}
-	KILN_ROLLED for (int p = 0; p < parts; p++) {
+	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
 		int e0[4], e1[4];
-		if (astc_enc_lsq(cnt[p], s1[0][p], c2[0][p], px[p], pw[p], 0, 4, e0, e1)) {
+		const int32_t *px = fit->sum[p];
+		if (astc_enc_lsq(fit->count[p], s1[0][p], c2[0][p], px, pw[p], 0, 4, e0, e1)) {
 			for (int k = 0; k < 4; k++) {
 				if (k == ccs)
 					continue;
@@ -988,7 +995,7 @@ ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const uint8_t *p
 				ep[p][1][k] = e1[k];
 			}
 		}
-		if (ccs < 4 && astc_enc_lsq(cnt[p], s1[1][p], c2[1][p], px[p], pw1[p], ccs, ccs + 1, e0, e1)) {
+		if (ccs < 4 && astc_enc_lsq(fit->count[p], s1[1][p], c2[1][p], px, pw1[p], ccs, ccs + 1, e0, e1)) {
 			ep[p][0][ccs] = e0[ccs];
 			ep[p][1][ccs] = e1[ccs];
 		}
@@ -1005,18 +1012,11 @@ ASTC_ENC_OUTLINE void astc_enc_line_endpoints(const astc_enc_block *blk, const a
 		W1[i] = fit->ccs < 4 ? (uint8_t)astc_enc_round64(fit->w1[i] * 64.0f) : 0;
 	}
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
-		int sum[4] = {0, 0, 0, 0}, cnt = 0;
-		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-			if (fit->part[i] != p)
-				continue;
-			cnt++;
-			for (int k = 0; k < 4; k++)
-				sum[k] += blk->px[i][k];
-		}
+		int cnt = fit->count[p];
 		for (int k = 0; k < 4; k++)
-			ep[p][0][k] = ep[p][1][k] = cnt ? (sum[k] + cnt / 2) / cnt : 0;
+			ep[p][0][k] = ep[p][1][k] = cnt ? (fit->sum[p][k] + cnt / 2) / cnt : 0;
 	}
-	astc_enc_refit(blk, fit->part, fit->parts, W0, W1, fit->ccs, ep);
+	astc_enc_refit(blk, fit, W0, W1, fit->ccs, ep);
 }
 
 /* Quantises the endpoints of every partition into s (colour range s->crange) for its
@@ -1342,7 +1342,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 		KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
 			astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 0, cur.weights[pl], W[pl]);
 		/* endpoints refitted to those weights (kept when they do not determine a line) */
-		astc_enc_refit(blk, fit->part, parts, W[0], W[1], ccs, ep);
+		astc_enc_refit(blk, fit, W[0], W[1], ccs, ep);
 		int swapped = astc_enc_quant_endpoints(&cur, ep);
 		if (swapped && parts == 1) {
 			/* invert the weights of the (single) partition and requantise */
