@@ -1430,6 +1430,20 @@ KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint
 	return (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
 }
 
+/* Adds sign times the squared error of each channel of texel i under the tables of its
+ * partition to cerr. */
+KILN_HD void astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0, int w1,
+				   int ccs, int sign, int32_t *cerr)
+{
+	const uint8_t *x = blk->px[i];
+	int d0 = (int)lut[0][ccs == 0 ? w1 : w0] - (int)x[0], d1 = (int)lut[1][ccs == 1 ? w1 : w0] - (int)x[1];
+	int d2 = (int)lut[2][ccs == 2 ? w1 : w0] - (int)x[2], d3 = (int)lut[3][ccs == 3 ? w1 : w0] - (int)x[3];
+	cerr[0] += sign * d0 * d0;
+	cerr[1] += sign * d1 * d1;
+	cerr[2] += sign * d2 * d2;
+	cerr[3] += sign * d3 * d3;
+}
+
 /* Texel i's weight infilled from the grid weights gq. */
 KILN_HD int astc_enc_texel_weight(const astc_enc_grid *g, const uint8_t *gq, int i)
 {
@@ -1453,6 +1467,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	uint8_t part[ASTC_MAX_TEXELS], W[2][ASTC_MAX_TEXELS], gq[2][ASTC_MAX_WEIGHTS];
 	uint8_t lut[4][4][65];
 	uint32_t terr[ASTC_MAX_TEXELS];
+	int32_t cerr[4][4] = {{0}}; /* the error of each partition per channel */
 	int cur[4][2][4]; /* the decoded endpoints of each partition, as in lut */
 	int dual = s->mode.dual, ccs = dual ? s->ccs : 4, wr = s->mode.wrange;
 	int ng = s->mode.grid_w * s->mode.grid_h, n = blk->n, parts = s->partitions;
@@ -1470,6 +1485,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	KILN_ROLLED for (int i = 0; i < n; i++) {
 		terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
 		total += terr[i];
+		astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, 1, cerr[part[i]]);
 	}
 	err = total;
 	/* moves are numbered in sweep order (pos); last: the last one accepted */
@@ -1501,10 +1517,12 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						s->weights[pl][j] = nc;
 						KILN_ROLLED for (int e = first; e < end; e++) {
 							int i = g->full ? e : g->ttex[e], w = astc_enc_texel_weight(g, gq[pl], i);
+							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, -1, cerr[part[i]]);
 							W[pl][i] = (uint8_t)w;
 							if (!dual)
 								W[1][i] = (uint8_t)w;
 							terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
+							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, 1, cerr[part[i]]);
 						}
 						err = (uint32_t)((int64_t)err + delta);
 						improved = 1;
@@ -1537,26 +1555,34 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					for (int k = 0; k < 4; k++)
 						if (ne[0][k] != cur[p][0][k] || ne[1][k] != cur[p][1][k])
 							ch |= 1 << k;
-					int64_t delta = 0;
-					for (int k = 0; k < 4; k++) {
+					/* the move's error in those channels against their error now: the
+					 * first only grows texel by texel, so the move is dropped as soon as
+					 * it reaches the second */
+					int32_t was = 0, now = 0, nerr[4];
+					for (int k = 0; k < 4; k++)
+						was += (ch >> k) & 1 ? cerr[p][k] : 0;
+					for (int k = 0; k < 4 && now < was; k++) {
 						if (!((ch >> k) & 1))
 							continue;
 						const uint8_t *wk = k == ccs ? W[1] : W[0];
-						KILN_ROLLED for (int i = 0; i < n; i++) {
+						nerr[k] = 0;
+						KILN_ROLLED for (int i = 0; i < n && now < was; i++) {
 							if (part[i] != p)
 								continue;
-							int w = wk[i];
-							int d1 = astc_enc_interp(ne[0][k], ne[1][k], w, blk->srgb) - (int)blk->px[i][k];
-							int d0 = (int)lut[p][k][w] - (int)blk->px[i][k];
-							delta += d1 * d1 - d0 * d0;
+							int d = astc_enc_interp(ne[0][k], ne[1][k], wk[i], blk->srgb) - (int)blk->px[i][k];
+							nerr[k] += d * d;
+							now += d * d;
 						}
 					}
+					int64_t delta = (int64_t)now - was;
 					if (delta < 0) {
 						for (int k = 0; k < 4; k++) {
 							cur[p][0][k] = ne[0][k];
 							cur[p][1][k] = ne[1][k];
-							if ((ch >> k) & 1)
+							if ((ch >> k) & 1) {
 								astc_enc_lut_channel(ne[0][k], ne[1][k], blk->srgb, g->full, wr, lut[p][k]);
+								cerr[p][k] = nerr[k];
+							}
 						}
 						KILN_ROLLED for (int i = 0; i < n; i++)
 							if (part[i] == p)
