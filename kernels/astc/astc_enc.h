@@ -1675,14 +1675,13 @@ KILN_HD int astc_enc_select(int *ids, uint32_t *scores, int have, int j)
 	return id;
 }
 
-/* Squared error of a 2-means clustering against seed s's pattern (either labelling). */
+/* Squared error of a 2-means clustering against seed s's pattern (either labelling). Both
+ * bit sets are clear past texel n - 1: only the words that hold texels are compared. */
 KILN_HD int astc_enc_pattern_mismatch(const astc_enc_ctx *ctx, int seed, const uint64_t *labels, int n)
 {
 	int diff = 0;
-	for (int k = 0; k < 3; k++) {
-		uint64_t mask = k * 64 + 64 <= n ? ~0ull : (k * 64 >= n ? 0 : (1ull << (n - k * 64)) - 1);
-		diff += astc_enc_popcount((ctx->part2[seed][k] ^ labels[k]) & mask);
-	}
+	KILN_ROLLED for (int k = 0; k < (n + 63) >> 6; k++)
+		diff += astc_enc_popcount(ctx->part2[seed][k] ^ labels[k]);
 	return diff < n - diff ? diff : n - diff;
 }
 
