@@ -487,6 +487,7 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 typedef struct astc_enc_block {
 	int bw, bh, n;
 	int srgb;
+	int opaque; /* every texel's alpha is 255 */
 	uint8_t px[ASTC_MAX_TEXELS][4];
 } astc_enc_block;
 
@@ -497,12 +498,14 @@ KILN_HD void astc_enc_load(const kiln_surface *s, uint32_t bx, uint32_t by, int 
 	blk->bh = bh;
 	blk->n = bw * bh;
 	blk->srgb = srgb;
+	blk->opaque = 1;
 	KILN_ROLLED for (int y = 0; y < bh; y++) {
 		KILN_ROLLED for (int x = 0; x < bw; x++) {
 			const uint8_t *t = kiln_surface_texel(s, bx * (uint32_t)bw + (uint32_t)x,
 							      by * (uint32_t)bh + (uint32_t)y);
 			for (int c = 0; c < 4; c++)
 				blk->px[y * bw + x][c] = s->has_alpha || c < 3 ? t[c] : 255;
+			blk->opaque &= blk->px[y * bw + x][3] == 255;
 		}
 	}
 }
@@ -937,11 +940,16 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t
 	/* astc_enc_interp with the 16-bit value as base + slope x weight per partition and
 	 * channel: e0 257 (64 - w) + e1 257 w + 32 = (257 64 e0 + 32) + 257 (e1 - e0) w */
 	int base[4][4], slope[4][4];
-	KILN_ROLLED for (int p = 0; p < s->partitions; p++)
+	/* an opaque block whose partitions all decode alpha 255 at both ends has no alpha
+	 * error (255 and 255 interpolate to 255 at every weight) */
+	int alpha = !blk->opaque;
+	KILN_ROLLED for (int p = 0; p < s->partitions; p++) {
 		for (int k = 0; k < 4; k++) {
 			base[p][k] = 257 * 64 * e[p][0][k] + 32;
 			slope[p][k] = 257 * (e[p][1][k] - e[p][0][k]);
 		}
+		alpha |= e[p][0][3] != 255 || e[p][1][3] != 255;
+	}
 	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 		int p = part[i], w0 = W0[i], w1 = ccs < 4 ? W1[i] : w0;
 		const uint8_t *x = blk->px[i];
@@ -949,7 +957,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t
 		int d0 = astc_enc_unorm8((uint32_t)(base[p][0] + slope[p][0] * (ccs == 0 ? w1 : w0)) >> 6) - (int)x[0];
 		int d1 = astc_enc_unorm8((uint32_t)(base[p][1] + slope[p][1] * (ccs == 1 ? w1 : w0)) >> 6) - (int)x[1];
 		int d2 = astc_enc_unorm8((uint32_t)(base[p][2] + slope[p][2] * (ccs == 2 ? w1 : w0)) >> 6) - (int)x[2];
-		int d3 = astc_enc_unorm8((uint32_t)(base[p][3] + slope[p][3] * (ccs == 3 ? w1 : w0)) >> 6) - (int)x[3];
+		int d3 = alpha ? astc_enc_unorm8((uint32_t)(base[p][3] + slope[p][3] * (ccs == 3 ? w1 : w0)) >> 6) - (int)x[3] : 0;
 		err += (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
 		if (err > limit)
 			return err;
