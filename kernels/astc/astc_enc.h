@@ -1431,14 +1431,6 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 	return best;
 }
 
-/* The partition of every texel of s. */
-ASTC_ENC_OUTLINE void astc_enc_partitions(const astc_enc_block *blk, const astc_symbolic *s, uint8_t *part)
-{
-	KILN_ROLLED for (int y = 0; y < blk->bh; y++)
-		KILN_ROLLED for (int x = 0; x < blk->bw; x++)
-			part[y * blk->bw + x] = (uint8_t)astc_partition(s->seed, x, y, s->partitions, blk->n);
-}
-
 /* The decoded value of one channel between endpoints e0 and e1 at the weights a texel can
  * have: every weight 0..64, or on a full grid only the levels of weight range wr (without
  * infill a texel's weight is one of them; the other entries are left unset). */
@@ -1500,18 +1492,18 @@ KILN_HD int astc_enc_texel_weight(const astc_enc_grid *g, const uint8_t *gq, int
  * weight the texels that read it (the transposed taps), a colour value the channels of
  * its partition whose decoded endpoints move. A sweep ends early where it reaches the
  * moves that followed the last accepted one without accepting any: they were rejected in
- * the same state before. Returns the new error of s. */
+ * the same state before. part is the partition of every texel (that of s's seed: the fit's).
+ * Returns the new error of s. */
 ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_grid *g,
-					  astc_symbolic *s, uint32_t err, int passes)
+					  const uint8_t *part, astc_symbolic *s, uint32_t err, int passes)
 {
-	uint8_t part[ASTC_MAX_TEXELS], W[2][ASTC_MAX_TEXELS], gq[2][ASTC_MAX_WEIGHTS];
+	uint8_t W[2][ASTC_MAX_TEXELS], gq[2][ASTC_MAX_WEIGHTS];
 	uint8_t lut[4][4][65];
 	uint32_t terr[ASTC_MAX_TEXELS];
 	int32_t cerr[4][4] = {{0}}; /* the error of each partition per channel */
 	int cur[4][2][4]; /* the decoded endpoints of each partition, as in lut */
 	int dual = s->mode.dual, ccs = dual ? s->ccs : 4, wr = s->mode.wrange;
 	int ng = s->mode.grid_w * s->mode.grid_h, n = blk->n, parts = s->partitions;
-	astc_enc_partitions(blk, s, part);
 	for (int pl = 0; pl < 2; pl++) {
 		KILN_ROLLED for (int j = 0; j < ng; j++)
 			gq[pl][j] = astc_weight_unquant[wr][s->weights[pl <= dual ? pl : 0][j]];
@@ -2151,7 +2143,7 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 			}
 			continue;
 		}
-		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], &cand, e, ef->passes);
+		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], fit->part, &cand, e, ef->passes);
 		if (e < *best_err) {
 			*best_err = e;
 			*best = cand;
