@@ -891,6 +891,13 @@ KILN_HD void astc_enc_plane_weights(const astc_enc_grid *g, int n, int wrange, c
 	astc_enc_infill(g, n, gq, W);
 }
 
+#ifndef __CUDA_ARCH__
+/* The bits of each value 0..31 smeared downwards (astc_enc_unorm8's mask on the CPU: one
+ * load for six dependent operations). */
+static const uint8_t astc_enc_smeared[32] = {0,  1,  3,  3,  7,  7,  7,  7,  15, 15, 15, 15, 15, 15, 15, 15,
+					     31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31};
+#endif
+
 /* astc_interpolate of astc_block.h without its loop (the FP16 truncation as a mask chosen
  * by the magnitude: 31 from 32768 down to 1 from 2048, a bit for each bit of c above bit
  * 10, so the bits of c >> 11 smeared downwards; a chain of comparisons was branches that
@@ -900,10 +907,14 @@ KILN_HD int astc_enc_unorm8(uint32_t c)
 {
 	if (c >= 65535u)
 		return 255;
+#ifdef __CUDA_ARCH__
 	uint32_t m = c >> 11;
 	m |= m >> 1;
 	m |= m >> 2;
 	m |= m >> 4;
+#else
+	uint32_t m = astc_enc_smeared[c >> 11];
+#endif
 	return (int)(((c & ~m) * 255u + 32768u) >> 16);
 }
 
