@@ -226,6 +226,9 @@ typedef struct astc_enc_mode {
 typedef struct astc_enc_grid {
 	uint8_t w, h;
 	uint8_t full; /* the grid is the footprint: no infill */
+	/* bit k: tap k has a nonzero factor at some texel (3: only the first two, 5: only the
+	 * first and third, where the grid spans the footprint in one direction) */
+	uint8_t live;
 	astc_infill_tap taps[ASTC_MAX_TEXELS];
 	float den[ASTC_MAX_WEIGHTS];
 	/* the transpose of the taps (not for a full grid): grid point j gets factor tfac[e]
@@ -283,6 +286,21 @@ KILN_HD int astc_enc_popcount(uint64_t x)
 	x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
 	x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
 	return (int)((x * 0x0101010101010101ull) >> 56);
+#endif
+}
+
+/* The bits of a float, to compare values exactly (-0 apart from +0). */
+KILN_HD uint32_t astc_enc_float_bits(float f)
+{
+#ifdef __CUDA_ARCH__
+	return __float_as_uint(f);
+#else
+	union {
+		float f;
+		uint32_t u;
+	} b;
+	b.f = f;
+	return b.u;
 #endif
 }
 
@@ -383,6 +401,7 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 			gr->full = md.grid_w == bw && md.grid_h == bh;
 			for (int j = 0; j < ASTC_MAX_WEIGHTS; j++)
 				gr->den[j] = 0.0f;
+			gr->live = 0;
 			KILN_ROLLED for (int y = 0; y < bh; y++) {
 				KILN_ROLLED for (int x = 0; x < bw; x++) {
 					astc_infill_tap *t = &gr->taps[y * bw + x];
@@ -390,6 +409,7 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 					for (int k = 0; k < 4; k++) {
 						gr->den[t->idx[k]] += (float)t->fac[k];
 						gr->ffac[y * bw + x][k] = (float)t->fac[k];
+						gr->live = (uint8_t)(gr->live | (t->fac[k] != 0) << k);
 					}
 				}
 			}
@@ -467,6 +487,7 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 typedef struct astc_enc_block {
 	int bw, bh, n;
 	int srgb;
+	int opaque; /* every texel's alpha is 255 */
 	uint8_t px[ASTC_MAX_TEXELS][4];
 } astc_enc_block;
 
@@ -477,12 +498,14 @@ KILN_HD void astc_enc_load(const kiln_surface *s, uint32_t bx, uint32_t by, int 
 	blk->bh = bh;
 	blk->n = bw * bh;
 	blk->srgb = srgb;
+	blk->opaque = 1;
 	KILN_ROLLED for (int y = 0; y < bh; y++) {
 		KILN_ROLLED for (int x = 0; x < bw; x++) {
 			const uint8_t *t = kiln_surface_texel(s, bx * (uint32_t)bw + (uint32_t)x,
 							      by * (uint32_t)bh + (uint32_t)y);
 			for (int c = 0; c < 4; c++)
 				blk->px[y * bw + x][c] = s->has_alpha || c < 3 ? t[c] : 255;
+			blk->opaque &= blk->px[y * bw + x][3] == 255;
 		}
 	}
 }
@@ -498,13 +521,16 @@ typedef struct astc_enc_fit {
 	uint8_t gray[4];        /* every texel of partition p has R == G == B */
 	uint32_t resid[4];      /* per channel: squared distance of the texels from the line */
 	uint32_t gray_err;      /* squared distance of the texels' RGB from the gray axis */
+	/* per partition: its texels and their sum per channel (the part of every least-squares
+	 * fit of its endpoints that does not depend on the weights; astc_enc_refit) */
+	int32_t count[4], sum[4][4];
 	float w[ASTC_MAX_TEXELS];
 	float w1[ASTC_MAX_TEXELS];
 } astc_enc_fit;
 
-/* The principal axis of a 4x4 covariance (any scale), unnormalised: power iteration from
- * the channel of largest variance, 8 steps at most. */
-KILN_HD void astc_enc_principal_axis(const float cov[4][4], float v[4])
+/* The start of astc_enc_principal_axis: the unit vector of the channel of largest
+ * variance. */
+KILN_HD void astc_enc_axis_start(const float cov[4][4], float v[4])
 {
 	int big = 0;
 	for (int c = 1; c < 4; c++)
@@ -512,18 +538,53 @@ KILN_HD void astc_enc_principal_axis(const float cov[4][4], float v[4])
 			big = c;
 	for (int a = 0; a < 4; a++)
 		v[a] = a == big ? 1.0f : 0.0f;
-	KILN_ROLLED for (int it = 0; it < 8; it++) {
-		float nv[4], m = 0.0f;
-		for (int a = 0; a < 4; a++) {
-			nv[a] = cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3];
-			float mag = nv[a] < 0 ? -nv[a] : nv[a];
-			m = mag > m ? mag : m;
-		}
-		if (m <= 0.0f)
-			break;
-		for (int a = 0; a < 4; a++)
-			v[a] = nv[a] / m;
+}
+
+/* One power iteration step of astc_enc_principal_axis; returns 0 once the iteration has
+ * ended (a zero product, or a step that leaves v as it was, bit for bit: it would leave
+ * it so at every later step, each being a function of v alone). */
+KILN_HD int astc_enc_axis_step(const float cov[4][4], float v[4])
+{
+	float nv[4], m = 0.0f;
+	for (int a = 0; a < 4; a++) {
+		nv[a] = cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3];
+		float mag = nv[a] < 0 ? -nv[a] : nv[a];
+		m = mag > m ? mag : m;
 	}
+	if (m <= 0.0f)
+		return 0;
+	int moved = 0;
+	for (int a = 0; a < 4; a++) {
+		float x = nv[a] / m;
+		moved |= astc_enc_float_bits(x) != astc_enc_float_bits(v[a]);
+		v[a] = x;
+	}
+	return moved;
+}
+
+/* The principal axis of a 4x4 covariance (any scale), unnormalised: power iteration from
+ * the channel of largest variance, 8 steps at most. */
+KILN_HD void astc_enc_principal_axis(const float cov[4][4], float v[4])
+{
+	astc_enc_axis_start(cov, v);
+	KILN_ROLLED for (int it = 0; it < 8 && astc_enc_axis_step(cov, v); it++)
+		;
+}
+
+/* astc_enc_principal_axis of `count` covariances, their steps taken in turn: a step
+ * waits on the one before it (its divisions most), and the steps of the other axes in
+ * between are independent work the processor overlaps with that wait. */
+KILN_HD void astc_enc_principal_axes(const float cov[][4][4], float v[][4], int count)
+{
+	int live = 0;
+	KILN_ROLLED for (int p = 0; p < count; p++) {
+		astc_enc_axis_start(cov[p], v[p]);
+		live |= 1 << p;
+	}
+	KILN_ROLLED for (int it = 0; it < 8 && live; it++)
+		KILN_ROLLED for (int p = 0; p < count; p++)
+			if (((live >> p) & 1) && !astc_enc_axis_step(cov[p], v[p]))
+				live &= ~(1 << p);
 }
 
 /* Principal axis of each partition by power iteration (no square roots), projections
@@ -550,6 +611,7 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 		float mean[4] = {0, 0, 0, 0};
 		int cnt = 0, alpha = 0, gray = 1;
 		int cmin = 255, cmax = 0;
+		int32_t sum[4] = {0, 0, 0, 0};
 		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
@@ -559,6 +621,10 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 			mean[1] += (float)x[1];
 			mean[2] += (float)x[2];
 			mean[3] += (float)x[3];
+			sum[0] += x[0];
+			sum[1] += x[1];
+			sum[2] += x[2];
+			sum[3] += x[3];
 			alpha |= blk->px[i][3] != 255;
 			gray &= blk->px[i][0] == blk->px[i][1] && blk->px[i][1] == blk->px[i][2];
 			if (fit->ccs < 4) {
@@ -569,6 +635,9 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 		}
 		fit->alpha[p] = (uint8_t)alpha;
 		fit->gray[p] = (uint8_t)gray;
+		fit->count[p] = cnt;
+		for (int c = 0; c < 4; c++)
+			fit->sum[p][c] = sum[c];
 		if (cnt == 0)
 			continue;
 		for (int c = 0; c < 4; c++)
@@ -673,24 +742,28 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const
 		q[8] += x2 * x3;
 		q[9] += x3 * x3;
 	}
-	float total = 0.0f;
+	/* every partition's covariance times the texel count, exact in 64 bits (zero for an
+	 * empty partition, which is left out below), then their axes side by side */
+	float cov[4][4][4], v[4][4];
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
-		if (cnt[p] == 0)
-			continue;
-		/* the covariance times the texel count, exact in 64 bits */
-		float cov[4][4];
 		int at = 0;
 		for (int a = 0; a < 4; a++)
 			for (int b = a; b < 4; b++, at++) {
 				int64_t c = (int64_t)cnt[p] * prod[p][at] - (int64_t)sum[p][a] * sum[p][b];
-				cov[a][b] = cov[b][a] = (float)c / (float)cnt[p];
+				cov[p][a][b] = cov[p][b][a] = cnt[p] ? (float)c / (float)cnt[p] : 0.0f;
 			}
-		float v[4];
-		astc_enc_principal_axis(cov, v);
-		float vv = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3], vcv = 0.0f;
+	}
+	astc_enc_principal_axes((const float(*)[4][4])cov, v, fit->parts);
+	float total = 0.0f;
+	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
+		if (cnt[p] == 0)
+			continue;
+		const float(*c)[4] = cov[p];
+		const float *u = v[p];
+		float vv = u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3], vcv = 0.0f;
 		for (int a = 0; a < 4; a++)
-			vcv += v[a] * (cov[a][0] * v[0] + cov[a][1] * v[1] + cov[a][2] * v[2] + cov[a][3] * v[3]);
-		float off = cov[0][0] + cov[1][1] + cov[2][2] + cov[3][3] - (vv > 0.0f ? vcv / vv : 0.0f);
+			vcv += u[a] * (c[a][0] * u[0] + c[a][1] * u[1] + c[a][2] * u[2] + c[a][3] * u[3]);
+		float off = c[0][0] + c[1][1] + c[2][2] + c[3][3] - (vv > 0.0f ? vcv / vv : 0.0f);
 		total += off > 0.0f ? off : 0.0f;
 	}
 	return (uint32_t)(total + 0.5f);
@@ -730,6 +803,30 @@ ASTC_ENC_OUTLINE void astc_enc_grid_start(const astc_enc_grid *g, const float *t
 	}
 }
 
+/* The residual of each texel's weight 0..1 (times 64) from the float infill of grid
+ * weights 0..64: r = 64 tw - (f0 g0 + f1 g1 + f2 g2 + f3 g3) / 16. A grid whose texels all
+ * have factor zero in two taps leaves those out: their products are +0 (the weights are
+ * never negative) and adding +0 to a sum that is not -0 leaves it as it is. */
+ASTC_ENC_OUTLINE void astc_enc_residuals(const astc_enc_grid *g, int n, const float *tw, const float *grid, float *r)
+{
+	if (g->live == 3 || g->live == 5) {
+		int k = g->live == 3 ? 1 : 2;
+		KILN_ROLLED for (int i = 0; i < n; i++) {
+			const astc_infill_tap *t = &g->taps[i];
+			const float *f = g->ffac[i];
+			r[i] = tw[i] * 64.0f - (f[0] * grid[t->idx[0]] + f[k] * grid[t->idx[k]]) / 16.0f;
+		}
+		return;
+	}
+	KILN_ROLLED for (int i = 0; i < n; i++) {
+		const astc_infill_tap *t = &g->taps[i];
+		const float *f = g->ffac[i];
+		float w = (f[0] * grid[t->idx[0]] + f[1] * grid[t->idx[1]] + f[2] * grid[t->idx[2]] +
+			   f[3] * grid[t->idx[3]]) / 16.0f;
+		r[i] = tw[i] * 64.0f - w;
+	}
+}
+
 /* The average blurs: correction steps towards the least-squares grid, each grid point
  * moved by the average residual of the texels it reaches (none on a full grid). A step
  * depends only on the grid weights before it, so k steps and then m more are k + m steps:
@@ -741,13 +838,7 @@ ASTC_ENC_OUTLINE void astc_enc_grid_correct(const astc_enc_grid *g, int n, const
 		return;
 	float r[ASTC_MAX_TEXELS];
 	KILN_ROLLED for (int it = 0; it < steps; it++) {
-		KILN_ROLLED for (int i = 0; i < n; i++) {
-			const astc_infill_tap *t = &g->taps[i];
-			const float *f = g->ffac[i];
-			float w = (f[0] * grid[t->idx[0]] + f[1] * grid[t->idx[1]] + f[2] * grid[t->idx[2]] +
-				   f[3] * grid[t->idx[3]]) / 16.0f;
-			r[i] = tw[i] * 64.0f - w;
-		}
+		astc_enc_residuals(g, n, tw, grid, r);
 		KILN_ROLLED for (int j = 0; j < ng; j++) {
 			float num = 0.0f;
 			KILN_ROLLED for (int e = g->tfirst[j]; e < g->tfirst[j + 1]; e++)
@@ -765,12 +856,21 @@ KILN_HD void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, const floa
 	astc_enc_grid_correct(g, n, tw, grid, steps);
 }
 
-/* The decoder's infill (astc_infill) with precomputed taps. */
+/* The decoder's infill (astc_infill) with precomputed taps (two where the others have
+ * factor zero at every texel). */
 ASTC_ENC_OUTLINE void astc_enc_infill(const astc_enc_grid *g, int n, const uint8_t *grid, uint8_t *W)
 {
 	if (g->full) {
 		KILN_ROLLED for (int i = 0; i < n; i++)
 			W[i] = grid[i];
+		return;
+	}
+	if (g->live == 3 || g->live == 5) {
+		int k = g->live == 3 ? 1 : 2;
+		KILN_ROLLED for (int i = 0; i < n; i++) {
+			const astc_infill_tap *t = &g->taps[i];
+			W[i] = (uint8_t)((8 + grid[t->idx[0]] * t->fac[0] + grid[t->idx[k]] * t->fac[k]) >> 4);
+		}
 		return;
 	}
 	KILN_ROLLED for (int i = 0; i < n; i++) {
@@ -791,6 +891,13 @@ KILN_HD void astc_enc_plane_weights(const astc_enc_grid *g, int n, int wrange, c
 	astc_enc_infill(g, n, gq, W);
 }
 
+#ifndef __CUDA_ARCH__
+/* The bits of each value 0..31 smeared downwards (astc_enc_unorm8's mask on the CPU: one
+ * load for six dependent operations). */
+static const uint8_t astc_enc_smeared[32] = {0,  1,  3,  3,  7,  7,  7,  7,  15, 15, 15, 15, 15, 15, 15, 15,
+					     31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31};
+#endif
+
 /* astc_interpolate of astc_block.h without its loop (the FP16 truncation as a mask chosen
  * by the magnitude: 31 from 32768 down to 1 from 2048, a bit for each bit of c above bit
  * 10, so the bits of c >> 11 smeared downwards; a chain of comparisons was branches that
@@ -800,10 +907,14 @@ KILN_HD int astc_enc_unorm8(uint32_t c)
 {
 	if (c >= 65535u)
 		return 255;
+#ifdef __CUDA_ARCH__
 	uint32_t m = c >> 11;
 	m |= m >> 1;
 	m |= m >> 2;
 	m |= m >> 4;
+#else
+	uint32_t m = astc_enc_smeared[c >> 11];
+#endif
 	return (int)(((c & ~m) * 255u + 32768u) >> 16);
 }
 
@@ -840,11 +951,16 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t
 	/* astc_enc_interp with the 16-bit value as base + slope x weight per partition and
 	 * channel: e0 257 (64 - w) + e1 257 w + 32 = (257 64 e0 + 32) + 257 (e1 - e0) w */
 	int base[4][4], slope[4][4];
-	KILN_ROLLED for (int p = 0; p < s->partitions; p++)
+	/* an opaque block whose partitions all decode alpha 255 at both ends has no alpha
+	 * error (255 and 255 interpolate to 255 at every weight) */
+	int alpha = !blk->opaque;
+	KILN_ROLLED for (int p = 0; p < s->partitions; p++) {
 		for (int k = 0; k < 4; k++) {
 			base[p][k] = 257 * 64 * e[p][0][k] + 32;
 			slope[p][k] = 257 * (e[p][1][k] - e[p][0][k]);
 		}
+		alpha |= e[p][0][3] != 255 || e[p][1][3] != 255;
+	}
 	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 		int p = part[i], w0 = W0[i], w1 = ccs < 4 ? W1[i] : w0;
 		const uint8_t *x = blk->px[i];
@@ -852,7 +968,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t
 		int d0 = astc_enc_unorm8((uint32_t)(base[p][0] + slope[p][0] * (ccs == 0 ? w1 : w0)) >> 6) - (int)x[0];
 		int d1 = astc_enc_unorm8((uint32_t)(base[p][1] + slope[p][1] * (ccs == 1 ? w1 : w0)) >> 6) - (int)x[1];
 		int d2 = astc_enc_unorm8((uint32_t)(base[p][2] + slope[p][2] * (ccs == 2 ? w1 : w0)) >> 6) - (int)x[2];
-		int d3 = astc_enc_unorm8((uint32_t)(base[p][3] + slope[p][3] * (ccs == 3 ? w1 : w0)) >> 6) - (int)x[3];
+		int d3 = alpha ? astc_enc_unorm8((uint32_t)(base[p][3] + slope[p][3] * (ccs == 3 ? w1 : w0)) >> 6) - (int)x[3] : 0;
 		err += (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
 		if (err > limit)
 			return err;
@@ -892,27 +1008,22 @@ KILN_HD int astc_enc_lsq(int32_t cnt, int32_t s1, int32_t c2, const int32_t *px,
 	return 1;
 }
 
-/* Endpoints of every partition by least squares against W0 (and W1 for channel ccs);
- * a partition or channel the weights do not determine keeps its endpoints in ep. The sums
- * of every partition are taken in one pass over the texels, in 32 bits (at most
- * 144 x 64 x 255). */
-ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const uint8_t *part, int parts, const uint8_t *W0,
+/* Endpoints of every partition of a fit by least squares against W0 (and W1 for channel
+ * ccs); a partition or channel the weights do not determine keeps its endpoints in ep.
+ * The weighted sums of every partition are taken in one pass over the texels, in 32 bits
+ * (at most 144 x 64 x 255); the texel counts and plain sums are the fit's. */
+ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const astc_enc_fit *fit, const uint8_t *W0,
 				     const uint8_t *W1, int ccs, int ep[4][2][4])
 {
-	int32_t cnt[4] = {0, 0, 0, 0}, s1[2][4] = {{0}}, c2[2][4] = {{0}};
-	int32_t px[4][4] = {{0}}, pw[4][4] = {{0}}, pw1[4][4] = {{0}};
+	int32_t s1[2][4] = {{0}}, c2[2][4] = {{0}};
+	int32_t pw[4][4] = {{0}}, pw1[4][4] = {{0}};
 	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-		int p = part[i];
+		int p = fit->part[i];
 		int32_t w = W0[i];
 		const uint8_t *x = blk->px[i];
-		cnt[p]++;
 		s1[0][p] += w;
 		c2[0][p] += w * w;
 		/* the channels written out: a loop of 4 is not unrolled at -O2 */
-		px[p][0] += x[0];
-		px[p][1] += x[1];
-		px[p][2] += x[2];
-		px[p][3] += x[3];
 		pw[p][0] += w * x[0];
 		pw[p][1] += w * x[1];
 		pw[p][2] += w * x[2];
@@ -924,9 +1035,10 @@ ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const uint8_t *p
 			pw1[p][ccs] += w * blk->px[i][ccs];
 		}
 	}
-	KILN_ROLLED for (int p = 0; p < parts; p++) {
+	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
 		int e0[4], e1[4];
-		if (astc_enc_lsq(cnt[p], s1[0][p], c2[0][p], px[p], pw[p], 0, 4, e0, e1)) {
+		const int32_t *px = fit->sum[p];
+		if (astc_enc_lsq(fit->count[p], s1[0][p], c2[0][p], px, pw[p], 0, 4, e0, e1)) {
 			for (int k = 0; k < 4; k++) {
 				if (k == ccs)
 					continue;
@@ -934,7 +1046,7 @@ ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const uint8_t *p
 				ep[p][1][k] = e1[k];
 			}
 		}
-		if (ccs < 4 && astc_enc_lsq(cnt[p], s1[1][p], c2[1][p], px[p], pw1[p], ccs, ccs + 1, e0, e1)) {
+		if (ccs < 4 && astc_enc_lsq(fit->count[p], s1[1][p], c2[1][p], px, pw1[p], ccs, ccs + 1, e0, e1)) {
 			ep[p][0][ccs] = e0[ccs];
 			ep[p][1][ccs] = e1[ccs];
 		}
@@ -951,18 +1063,11 @@ ASTC_ENC_OUTLINE void astc_enc_line_endpoints(const astc_enc_block *blk, const a
 		W1[i] = fit->ccs < 4 ? (uint8_t)astc_enc_round64(fit->w1[i] * 64.0f) : 0;
 	}
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
-		int sum[4] = {0, 0, 0, 0}, cnt = 0;
-		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-			if (fit->part[i] != p)
-				continue;
-			cnt++;
-			for (int k = 0; k < 4; k++)
-				sum[k] += blk->px[i][k];
-		}
+		int cnt = fit->count[p];
 		for (int k = 0; k < 4; k++)
-			ep[p][0][k] = ep[p][1][k] = cnt ? (sum[k] + cnt / 2) / cnt : 0;
+			ep[p][0][k] = ep[p][1][k] = cnt ? (fit->sum[p][k] + cnt / 2) / cnt : 0;
 	}
-	astc_enc_refit(blk, fit->part, fit->parts, W0, W1, fit->ccs, ep);
+	astc_enc_refit(blk, fit, W0, W1, fit->ccs, ep);
 }
 
 /* Quantises the endpoints of every partition into s (colour range s->crange) for its
@@ -1288,7 +1393,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 		KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
 			astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 0, cur.weights[pl], W[pl]);
 		/* endpoints refitted to those weights (kept when they do not determine a line) */
-		astc_enc_refit(blk, fit->part, parts, W[0], W[1], ccs, ep);
+		astc_enc_refit(blk, fit, W[0], W[1], ccs, ep);
 		int swapped = astc_enc_quant_endpoints(&cur, ep);
 		if (swapped && parts == 1) {
 			/* invert the weights of the (single) partition and requantise */
@@ -1337,14 +1442,6 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 	return best;
 }
 
-/* The partition of every texel of s. */
-ASTC_ENC_OUTLINE void astc_enc_partitions(const astc_enc_block *blk, const astc_symbolic *s, uint8_t *part)
-{
-	KILN_ROLLED for (int y = 0; y < blk->bh; y++)
-		KILN_ROLLED for (int x = 0; x < blk->bw; x++)
-			part[y * blk->bw + x] = (uint8_t)astc_partition(s->seed, x, y, s->partitions, blk->n);
-}
-
 /* The decoded value of one channel between endpoints e0 and e1 at the weights a texel can
  * have: every weight 0..64, or on a full grid only the levels of weight range wr (without
  * infill a texel's weight is one of them; the other entries are left unset). */
@@ -1376,6 +1473,20 @@ KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint
 	return (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
 }
 
+/* Adds sign times the squared error of each channel of texel i under the tables of its
+ * partition to cerr. */
+KILN_HD void astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0, int w1,
+				   int ccs, int sign, int32_t *cerr)
+{
+	const uint8_t *x = blk->px[i];
+	int d0 = (int)lut[0][ccs == 0 ? w1 : w0] - (int)x[0], d1 = (int)lut[1][ccs == 1 ? w1 : w0] - (int)x[1];
+	int d2 = (int)lut[2][ccs == 2 ? w1 : w0] - (int)x[2], d3 = (int)lut[3][ccs == 3 ? w1 : w0] - (int)x[3];
+	cerr[0] += sign * d0 * d0;
+	cerr[1] += sign * d1 * d1;
+	cerr[2] += sign * d2 * d2;
+	cerr[3] += sign * d3 * d3;
+}
+
 /* Texel i's weight infilled from the grid weights gq. */
 KILN_HD int astc_enc_texel_weight(const astc_enc_grid *g, const uint8_t *gq, int i)
 {
@@ -1392,17 +1503,18 @@ KILN_HD int astc_enc_texel_weight(const astc_enc_grid *g, const uint8_t *gq, int
  * weight the texels that read it (the transposed taps), a colour value the channels of
  * its partition whose decoded endpoints move. A sweep ends early where it reaches the
  * moves that followed the last accepted one without accepting any: they were rejected in
- * the same state before. Returns the new error of s. */
+ * the same state before. part is the partition of every texel (that of s's seed: the fit's).
+ * Returns the new error of s. */
 ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_grid *g,
-					  astc_symbolic *s, uint32_t err, int passes)
+					  const uint8_t *part, astc_symbolic *s, uint32_t err, int passes)
 {
-	uint8_t part[ASTC_MAX_TEXELS], W[2][ASTC_MAX_TEXELS], gq[2][ASTC_MAX_WEIGHTS];
+	uint8_t W[2][ASTC_MAX_TEXELS], gq[2][ASTC_MAX_WEIGHTS];
 	uint8_t lut[4][4][65];
 	uint32_t terr[ASTC_MAX_TEXELS];
+	int32_t cerr[4][4] = {{0}}; /* the error of each partition per channel */
 	int cur[4][2][4]; /* the decoded endpoints of each partition, as in lut */
 	int dual = s->mode.dual, ccs = dual ? s->ccs : 4, wr = s->mode.wrange;
 	int ng = s->mode.grid_w * s->mode.grid_h, n = blk->n, parts = s->partitions;
-	astc_enc_partitions(blk, s, part);
 	for (int pl = 0; pl < 2; pl++) {
 		KILN_ROLLED for (int j = 0; j < ng; j++)
 			gq[pl][j] = astc_weight_unquant[wr][s->weights[pl <= dual ? pl : 0][j]];
@@ -1416,6 +1528,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	KILN_ROLLED for (int i = 0; i < n; i++) {
 		terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
 		total += terr[i];
+		astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, 1, cerr[part[i]]);
 	}
 	err = total;
 	/* moves are numbered in sweep order (pos); last: the last one accepted */
@@ -1447,10 +1560,12 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						s->weights[pl][j] = nc;
 						KILN_ROLLED for (int e = first; e < end; e++) {
 							int i = g->full ? e : g->ttex[e], w = astc_enc_texel_weight(g, gq[pl], i);
+							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, -1, cerr[part[i]]);
 							W[pl][i] = (uint8_t)w;
 							if (!dual)
 								W[1][i] = (uint8_t)w;
 							terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
+							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, 1, cerr[part[i]]);
 						}
 						err = (uint32_t)((int64_t)err + delta);
 						improved = 1;
@@ -1483,26 +1598,34 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					for (int k = 0; k < 4; k++)
 						if (ne[0][k] != cur[p][0][k] || ne[1][k] != cur[p][1][k])
 							ch |= 1 << k;
-					int64_t delta = 0;
-					for (int k = 0; k < 4; k++) {
+					/* the move's error in those channels against their error now: the
+					 * first only grows texel by texel, so the move is dropped as soon as
+					 * it reaches the second */
+					int32_t was = 0, now = 0, nerr[4];
+					for (int k = 0; k < 4; k++)
+						was += (ch >> k) & 1 ? cerr[p][k] : 0;
+					for (int k = 0; k < 4 && now < was; k++) {
 						if (!((ch >> k) & 1))
 							continue;
 						const uint8_t *wk = k == ccs ? W[1] : W[0];
-						KILN_ROLLED for (int i = 0; i < n; i++) {
+						nerr[k] = 0;
+						KILN_ROLLED for (int i = 0; i < n && now < was; i++) {
 							if (part[i] != p)
 								continue;
-							int w = wk[i];
-							int d1 = astc_enc_interp(ne[0][k], ne[1][k], w, blk->srgb) - (int)blk->px[i][k];
-							int d0 = (int)lut[p][k][w] - (int)blk->px[i][k];
-							delta += d1 * d1 - d0 * d0;
+							int d = astc_enc_interp(ne[0][k], ne[1][k], wk[i], blk->srgb) - (int)blk->px[i][k];
+							nerr[k] += d * d;
+							now += d * d;
 						}
 					}
+					int64_t delta = (int64_t)now - was;
 					if (delta < 0) {
 						for (int k = 0; k < 4; k++) {
 							cur[p][0][k] = ne[0][k];
 							cur[p][1][k] = ne[1][k];
-							if ((ch >> k) & 1)
+							if ((ch >> k) & 1) {
 								astc_enc_lut_channel(ne[0][k], ne[1][k], blk->srgb, g->full, wr, lut[p][k]);
+								cerr[p][k] = nerr[k];
+							}
 						}
 						KILN_ROLLED for (int i = 0; i < n; i++)
 							if (part[i] == p)
@@ -1563,14 +1686,13 @@ KILN_HD int astc_enc_select(int *ids, uint32_t *scores, int have, int j)
 	return id;
 }
 
-/* Squared error of a 2-means clustering against seed s's pattern (either labelling). */
+/* Squared error of a 2-means clustering against seed s's pattern (either labelling). Both
+ * bit sets are clear past texel n - 1: only the words that hold texels are compared. */
 KILN_HD int astc_enc_pattern_mismatch(const astc_enc_ctx *ctx, int seed, const uint64_t *labels, int n)
 {
 	int diff = 0;
-	for (int k = 0; k < 3; k++) {
-		uint64_t mask = k * 64 + 64 <= n ? ~0ull : (k * 64 >= n ? 0 : (1ull << (n - k * 64)) - 1);
-		diff += astc_enc_popcount((ctx->part2[seed][k] ^ labels[k]) & mask);
-	}
+	KILN_ROLLED for (int k = 0; k < (n + 63) >> 6; k++)
+		diff += astc_enc_popcount(ctx->part2[seed][k] ^ labels[k]);
 	return diff < n - diff ? diff : n - diff;
 }
 
@@ -1827,14 +1949,10 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 				near[pl][j] = (uint8_t)astc_enc_round64(ideal[pl][j]);
 			if (gr->full)
 				continue;
-			KILN_ROLLED for (int i = 0; i < n; i++) {
-				const astc_infill_tap *tp = &gr->taps[i];
-				const float *f = gr->ffac[i];
-				float w = (f[0] * ideal[pl][tp->idx[0]] + f[1] * ideal[pl][tp->idx[1]] + f[2] * ideal[pl][tp->idx[2]] +
-					   f[3] * ideal[pl][tp->idx[3]]) / 16.0f;
-				float d = tw[i] * 64.0f - w;
-				dec += d * d * len[pl][fit->part[i]] / 4096.0f;
-			}
+			float d[ASTC_MAX_TEXELS];
+			astc_enc_residuals(gr, n, tw, ideal[pl], d);
+			KILN_ROLLED for (int i = 0; i < n; i++)
+				dec += d[i] * d[i] * len[pl][fit->part[i]] / 4096.0f;
 		}
 		int inserted = 0;
 		KILN_ROLLED for (int t = first; t < end; t++) {
@@ -1970,6 +2088,10 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 	int slot[ASTC_ENC_SHORTLIST], spare = 0, resume = ef->iterations > 0;
 	int modes[ASTC_ENC_MAX_CAND];
 	float merrs[ASTC_ENC_MAX_CAND];
+	/* the ranking's error only adds to the residual in astc_enc_hopeless (it is a sum of
+	 * non-negative terms): where the residual alone is hopeless, the ranking is not made */
+	if (astc_enc_hopeless(ef, fit, 0.0f, *best_err))
+		return;
 	int line_ep[4][2][4];
 	astc_enc_line_endpoints(blk, fit, line_ep);
 	astc_enc_grid_memo memo;
@@ -2032,7 +2154,7 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 			}
 			continue;
 		}
-		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], &cand, e, ef->passes);
+		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], fit->part, &cand, e, ef->passes);
 		if (e < *best_err) {
 			*best_err = e;
 			*best = cand;
