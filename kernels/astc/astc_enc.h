@@ -226,9 +226,6 @@ typedef struct astc_enc_mode {
 typedef struct astc_enc_grid {
 	uint8_t w, h;
 	uint8_t full; /* the grid is the footprint: no infill */
-	/* bit k: tap k has a nonzero factor at some texel (3: only the first two, 5: only the
-	 * first and third, where the grid spans the footprint in one direction) */
-	uint8_t live;
 	astc_infill_tap taps[ASTC_MAX_TEXELS];
 	float den[ASTC_MAX_WEIGHTS];
 	/* the transpose of the taps (not for a full grid): grid point j gets factor tfac[e]
@@ -401,7 +398,6 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 			gr->full = md.grid_w == bw && md.grid_h == bh;
 			for (int j = 0; j < ASTC_MAX_WEIGHTS; j++)
 				gr->den[j] = 0.0f;
-			gr->live = 0;
 			KILN_ROLLED for (int y = 0; y < bh; y++) {
 				KILN_ROLLED for (int x = 0; x < bw; x++) {
 					astc_infill_tap *t = &gr->taps[y * bw + x];
@@ -409,7 +405,6 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 					for (int k = 0; k < 4; k++) {
 						gr->den[t->idx[k]] += (float)t->fac[k];
 						gr->ffac[y * bw + x][k] = (float)t->fac[k];
-						gr->live = (uint8_t)(gr->live | (t->fac[k] != 0) << k);
 					}
 				}
 			}
@@ -803,30 +798,6 @@ ASTC_ENC_OUTLINE void astc_enc_grid_start(const astc_enc_grid *g, const float *t
 	}
 }
 
-/* The residual of each texel's weight 0..1 (times 64) from the float infill of grid
- * weights 0..64: r = 64 tw - (f0 g0 + f1 g1 + f2 g2 + f3 g3) / 16. A grid whose texels all
- * have factor zero in two taps leaves those out: their products are +0 (the weights are
- * never negative) and adding +0 to a sum that is not -0 leaves it as it is. */
-ASTC_ENC_OUTLINE void astc_enc_residuals(const astc_enc_grid *g, int n, const float *tw, const float *grid, float *r)
-{
-	if (g->live == 3 || g->live == 5) {
-		int k = g->live == 3 ? 1 : 2;
-		KILN_ROLLED for (int i = 0; i < n; i++) {
-			const astc_infill_tap *t = &g->taps[i];
-			const float *f = g->ffac[i];
-			r[i] = tw[i] * 64.0f - (f[0] * grid[t->idx[0]] + f[k] * grid[t->idx[k]]) / 16.0f;
-		}
-		return;
-	}
-	KILN_ROLLED for (int i = 0; i < n; i++) {
-		const astc_infill_tap *t = &g->taps[i];
-		const float *f = g->ffac[i];
-		float w = (f[0] * grid[t->idx[0]] + f[1] * grid[t->idx[1]] + f[2] * grid[t->idx[2]] +
-			   f[3] * grid[t->idx[3]]) / 16.0f;
-		r[i] = tw[i] * 64.0f - w;
-	}
-}
-
 /* The average blurs: correction steps towards the least-squares grid, each grid point
  * moved by the average residual of the texels it reaches (none on a full grid). A step
  * depends only on the grid weights before it, so k steps and then m more are k + m steps:
@@ -838,7 +809,13 @@ ASTC_ENC_OUTLINE void astc_enc_grid_correct(const astc_enc_grid *g, int n, const
 		return;
 	float r[ASTC_MAX_TEXELS];
 	KILN_ROLLED for (int it = 0; it < steps; it++) {
-		astc_enc_residuals(g, n, tw, grid, r);
+		KILN_ROLLED for (int i = 0; i < n; i++) {
+			const astc_infill_tap *t = &g->taps[i];
+			const float *f = g->ffac[i];
+			float w = (f[0] * grid[t->idx[0]] + f[1] * grid[t->idx[1]] + f[2] * grid[t->idx[2]] +
+				   f[3] * grid[t->idx[3]]) / 16.0f;
+			r[i] = tw[i] * 64.0f - w;
+		}
 		KILN_ROLLED for (int j = 0; j < ng; j++) {
 			float num = 0.0f;
 			KILN_ROLLED for (int e = g->tfirst[j]; e < g->tfirst[j + 1]; e++)
@@ -856,21 +833,12 @@ KILN_HD void astc_enc_grid_from_texels(const astc_enc_grid *g, int n, const floa
 	astc_enc_grid_correct(g, n, tw, grid, steps);
 }
 
-/* The decoder's infill (astc_infill) with precomputed taps (two where the others have
- * factor zero at every texel). */
+/* The decoder's infill (astc_infill) with precomputed taps. */
 ASTC_ENC_OUTLINE void astc_enc_infill(const astc_enc_grid *g, int n, const uint8_t *grid, uint8_t *W)
 {
 	if (g->full) {
 		KILN_ROLLED for (int i = 0; i < n; i++)
 			W[i] = grid[i];
-		return;
-	}
-	if (g->live == 3 || g->live == 5) {
-		int k = g->live == 3 ? 1 : 2;
-		KILN_ROLLED for (int i = 0; i < n; i++) {
-			const astc_infill_tap *t = &g->taps[i];
-			W[i] = (uint8_t)((8 + grid[t->idx[0]] * t->fac[0] + grid[t->idx[k]] * t->fac[k]) >> 4);
-		}
 		return;
 	}
 	KILN_ROLLED for (int i = 0; i < n; i++) {
@@ -1949,10 +1917,14 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 				near[pl][j] = (uint8_t)astc_enc_round64(ideal[pl][j]);
 			if (gr->full)
 				continue;
-			float d[ASTC_MAX_TEXELS];
-			astc_enc_residuals(gr, n, tw, ideal[pl], d);
-			KILN_ROLLED for (int i = 0; i < n; i++)
-				dec += d[i] * d[i] * len[pl][fit->part[i]] / 4096.0f;
+			KILN_ROLLED for (int i = 0; i < n; i++) {
+				const astc_infill_tap *tp = &gr->taps[i];
+				const float *f = gr->ffac[i];
+				float w = (f[0] * ideal[pl][tp->idx[0]] + f[1] * ideal[pl][tp->idx[1]] + f[2] * ideal[pl][tp->idx[2]] +
+					   f[3] * ideal[pl][tp->idx[3]]) / 16.0f;
+				float d = tw[i] * 64.0f - w;
+				dec += d * d * len[pl][fit->part[i]] / 4096.0f;
+			}
 		}
 		int inserted = 0;
 		KILN_ROLLED for (int t = first; t < end; t++) {
