@@ -584,12 +584,12 @@ static size_t texerr_jobs(const kiln_texenc *enc, const batch_plan *plan, const 
 			  const level_arrays *la, const kiln_status *status, kiln_texerr_job *jobs, size_t *image)
 {
 	size_t n = 0;
+	const bool astc = is_astc(enc);
 	for (size_t l = 0; l < plan->nlevels; l++) {
 		const level_plan *lp = &plan->levels[l];
 		if (lp->level != 0 || status[lp->image] != KILN_OK || la->status[l] != KILN_OK)
 			continue;
 		const kiln_texture *t = &tex[lp->image];
-		bool astc = is_astc(enc);
 		jobs[n] = (kiln_texerr_job){.src = la->src[l], .blocks = la->dst[l],
 					    .block_w = astc ? enc->opts.block_w : 4, .block_h = astc ? enc->opts.block_h : 4,
 					    .astc = astc, .srgb = t->srgb, .punch = t->format == KILN_TEXFMT_BC1_RGBA,

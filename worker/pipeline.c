@@ -59,8 +59,7 @@ struct shard {
 	char *id;
 	uint64_t lease;
 	kiln_texenc_opts opts;
-	kiln_container container;
-	bool measure_psnr;
+	kiln_container container; /* opts.measure: the spec's measure_psnr */
 	bool png_out;        /* PNG to PNG: data becomes the output file at encode */
 	atomic_bool cancelled;
 	size_t count;
@@ -674,7 +673,7 @@ static void encode_finish(encoder *e)
 			continue;
 		}
 		it->tex = out[i];
-		if (it->shard->measure_psnr) {
+		if (it->shard->opts.measure) {
 			kiln_item_result *r = &it->shard->results[it->index];
 			r->psnr_measured = kiln_texerr_psnr(&err[i], &r->psnr);
 		}
@@ -951,7 +950,6 @@ kiln_status kiln_pipeline_submit(kiln_pipeline *p, const kiln_shard_spec *spec)
 	s->opts = spec->opts;
 	s->opts.measure = spec->measure_psnr; /* the texenc measures, where the pixels are */
 	s->container = spec->container;
-	s->measure_psnr = spec->measure_psnr;
 	s->png_out = spec->png_out;
 	s->remaining = spec->count;
 	atomic_init(&s->cancelled, false);

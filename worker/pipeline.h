@@ -113,7 +113,7 @@ typedef struct kiln_shard_spec {
 	uint64_t lease;
 	kiln_texenc_opts opts;
 	kiln_container container;
-	bool measure_psnr;         /* decode each output's level 0 again and report its PSNR */
+	bool measure_psnr;         /* report each output's PSNR (level 0, measured by the texenc) */
 	/* Format png: each input PNG is read in the decode stage (kernels/png/png_transcode.h)
 	 * and re-encoded by kiln's PNG codec at opts.quality in batches on a device (the PNG
 	 * runner, kernels/png/png_runner.h), then written as it is; opts other than quality,
