@@ -27,6 +27,9 @@ static const char usage_text[] =
 	"  --connect ENDPOINT            the scheduler's worker endpoint (required)\n"
 	"  --devices all|cpu|0,1,...     devices to use (default all: every GPU, else the CPU)\n"
 	"  --slots N                     shards held at once, 1..1024 (default 8 a GPU, 2 a CPU)\n"
+	"  --threads N                   host threads for PNG decoding and for the CPU encoder,\n"
+	"                                1..1024 (default all cores; $KILN_WORKER_THREADS); with\n"
+	"                                one worker per GPU on a host, give each cores / GPUs\n"
 	"  --curve-server-key FILE       the scheduler's CURVE public key (Z85 text)\n"
 	"  --curve-secret FILE           this worker's CURVE secret key (Z85 text)\n"
 	CLI_PNG_DECODER_HELP
@@ -43,6 +46,7 @@ typedef struct worker_args {
 	const char *connect;
 	const char *devices;
 	long slots;
+	long threads;             /* 0: default or environment */
 	const char *server_key_file;
 	const char *secret_key_file;
 	bool health;
@@ -51,8 +55,8 @@ typedef struct worker_args {
 	kiln_png_decoder png_decoder;
 } worker_args;
 
-enum { OPT_CONNECT = 256, OPT_DEVICES, OPT_SLOTS, OPT_SERVER_KEY, OPT_SECRET, OPT_HEALTH, OPT_S3_ATTEMPTS,
-       OPT_S3_BACKOFF, OPT_PNG_DECODER };
+enum { OPT_CONNECT = 256, OPT_DEVICES, OPT_SLOTS, OPT_THREADS, OPT_SERVER_KEY, OPT_SECRET, OPT_HEALTH,
+       OPT_S3_ATTEMPTS, OPT_S3_BACKOFF, OPT_PNG_DECODER };
 
 static int parse_args(int argc, char **argv, worker_args *a)
 {
@@ -60,6 +64,7 @@ static int parse_args(int argc, char **argv, worker_args *a)
 		{"connect", required_argument, NULL, OPT_CONNECT},
 		{"devices", required_argument, NULL, OPT_DEVICES},
 		{"slots", required_argument, NULL, OPT_SLOTS},
+		{"threads", required_argument, NULL, OPT_THREADS},
 		{"curve-server-key", required_argument, NULL, OPT_SERVER_KEY},
 		{"curve-secret", required_argument, NULL, OPT_SECRET},
 		{"health", no_argument, NULL, OPT_HEALTH},
@@ -79,6 +84,10 @@ static int parse_args(int argc, char **argv, worker_args *a)
 		case OPT_DEVICES: a->devices = optarg; break;
 		case OPT_SLOTS:
 			if (!cli_parse_long("worker", "--slots", optarg, 1, 1024, &a->slots))
+				return CLI_EXIT_USAGE;
+			break;
+		case OPT_THREADS:
+			if (!cli_parse_long("worker", "--threads", optarg, 1, 1024, &a->threads))
 				return CLI_EXIT_USAGE;
 			break;
 		case OPT_SERVER_KEY: a->server_key_file = optarg; break;
@@ -191,6 +200,17 @@ static int prepare(const worker_args *a, kiln_client_config *cfg, char *server_k
 		return rc;
 	cfg->endpoint = a->connect;
 	cfg->slots = (unsigned)a->slots;
+	/* By default the decode stage and the CPU backend's pool each take every core of the
+	 * host, which is right for one worker a host; with one worker per GPU (one container
+	 * per GPU, Slurm tasks, kiln-worker@N) each would start a thread per core and they
+	 * oversubscribe the CPU (ASTC on 2 GPUs: 1.56x one GPU with two workers, 2.06x with
+	 * one worker owning both: docs/PERFORMANCE.md, Scaling over GPUs). 0 keeps the
+	 * pipeline's default of all cores. */
+	long threads = a->threads;
+	if (!threads && !env_long("worker", "KILN_WORKER_THREADS", 1, 1024, &threads))
+		return CLI_EXIT_USAGE;
+	cfg->pipeline.decode_threads = (unsigned)threads;
+	cfg->pipeline.cpu_threads = (unsigned)threads;
 	cfg->pipeline.png_decoder = a->png_decoder;
 	if (a->s3_attempts)
 		worker_storage.max_attempts = (unsigned)a->s3_attempts;

@@ -42,9 +42,19 @@ run_one_worker() {
 	echo "$t0 $t1"
 }
 
-# kiln scheduler + one kiln worker per GPU, kiln submit --wait
+# Host threads of each of g workers on this host: its share of the cores. Alone, every
+# worker would take all of them (kiln worker's default) and the g workers would
+# oversubscribe the CPU (ASTC on 2 GPUs: 1.56x one GPU, against 2.06x for one worker).
+worker_threads() {
+	local t=$(($(nproc) / $1))
+	echo $((t > 0 ? t : 1))
+}
+
+# kiln scheduler + one kiln worker per GPU (each with its share of the cores), kiln submit --wait
 run_worker_per_gpu() {
 	local g=$1
+	local threads
+	threads=$(worker_threads "$g")
 	rm -rf "$work/out" "$work/state"
 	"$K" scheduler --listen tcp://127.0.0.1:27001 --http 127.0.0.1:27002 --state-dir "$work/state" \
 		>"$out/sched-$g.log" 2>&1 &
@@ -52,7 +62,8 @@ run_worker_per_gpu() {
 	sleep 0.5
 	local wp=()
 	for i in $(seq 0 $((g - 1))); do
-		"$K" worker --connect tcp://127.0.0.1:27001 --devices "$i" >"$out/worker-$g-$i.log" 2>&1 &
+		"$K" worker --connect tcp://127.0.0.1:27001 --devices "$i" --threads "$threads" \
+			>"$out/worker-$g-$i.log" 2>&1 &
 		wp+=($!)
 	done
 	sleep 1
@@ -87,6 +98,6 @@ for g in $(seq 1 "$ngpu"); do
 done
 for g in $(seq 1 "$ngpu"); do
 	read t0 t1 < <(run_worker_per_gpu "$g")
-	row "scheduler + one worker per GPU" "$g" "$t0" "$t1" "$base"
+	row "scheduler + one worker per GPU, --threads $(worker_threads "$g") each" "$g" "$t0" "$t1" "$base"
 done
 ls "$work/out" | wc -l | xargs echo "outputs of the last run:"

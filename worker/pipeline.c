@@ -373,7 +373,11 @@ static void *fetch_main(void *arg)
  * one H200 (32 cores), 751.8 images/s decoded on the GPU against 1,105.8 on the host (its
  * decode threads 34% busy), 1,548 against 2,056 on two (73% busy): about 90 Kodak files a
  * second a thread, against ~1,100 a GPU takes. BC1 is the other way round: its kernel is
- * cheap, and the host's threads could not feed a GPU that decodes 4,500 files a second. */
+ * cheap, and the host's threads could not feed a GPU that decodes 4,500 files a second.
+ * The count is this pipeline's decode threads (kiln worker --threads, by default every
+ * core), not the host's cores: a worker given a share of the host (one worker per GPU,
+ * --threads = cores / GPUs) decides on what it has. Below 8 a GPU (e.g. --threads 4: ~360
+ * files/s on the host) the GPU's own decode (~750 with ASTC beside it) is the faster way. */
 #define ASTC_HOST_DECODERS_PER_GPU 8
 
 /* Whether an item's PNG goes to the encode stage undecoded, for a GPU to decode: kiln's

@@ -725,9 +725,20 @@ SECRET_KEYS_USED = {}  # secret name -> keys the pods read
 
 def entrypoint_variables():
     """KILN_* variables docker/entrypoint.sh maps to flags (its "--flag=VAR" words), plus
-    those kiln reads itself."""
+    those kiln reads itself (the log level; the worker's settings read with env_long in
+    cli/worker.c, such as KILN_WORKER_THREADS)."""
     text = read(ENTRYPOINT_SCRIPT) if os.path.exists(rel(ENTRYPOINT_SCRIPT)) else ""
-    return set(re.findall(r"--[\w-]+=@?(KILN_\w+)", text)) | {"KILN_LOG_LEVEL"}
+    worker = read("cli/worker.c") if os.path.exists(rel("cli/worker.c")) else ""
+    return (set(re.findall(r"--[\w-]+=@?(KILN_\w+)", text)) | {"KILN_LOG_LEVEL"}
+            | set(re.findall(r'env_long\([^,]+,\s*"(KILN_\w+)"', worker)))
+
+
+def cpu_quantity(q):
+    """A Kubernetes CPU quantity ("4", "500m", 2.5) in CPUs, or None."""
+    m = re.match(r"^(\d+(?:\.\d+)?)(m?)$", str(q))
+    if not m:
+        return None
+    return float(m.group(1)) / (1000 if m.group(2) else 1)
 
 
 def check_workloads():
@@ -841,6 +852,16 @@ def check_workloads():
         if slots is not None and isinstance(gpus, int):
             R.check(slots.isdigit() and gpus <= int(slots) <= 1024,
                     "%s: KILN_SLOTS %s: at least one per GPU (%s), at most 1024" % (name, slots, gpus))
+        # The worker's host threads: kiln's default is every core of the node, which pods
+        # sharing a node oversubscribe; when set, no more than the CPUs the pod asks for.
+        threads = env_value(wc, "KILN_WORKER_THREADS")
+        if threads:
+            cpus = cpu_quantity(requests.get("cpu"))
+            R.check(threads.isdigit() and 1 <= int(threads) <= 1024,
+                    "%s: KILN_WORKER_THREADS %r is not a whole number from 1 to 1024" % (name, threads))
+            R.check(not threads.isdigit() or cpus is None or int(threads) <= max(1, int(cpus + 0.999)),
+                    "%s: KILN_WORKER_THREADS %s is more than the worker's CPU request (%s)"
+                    % (name, threads, requests.get("cpu")))
         target = env_value(wc, "KILN_SCHEDULER") or ""
         m = re.match(r"^tcp://([^:/]+):(\d+)$", target)
         if R.check(m, "%s: worker KILN_SCHEDULER %r is not tcp://HOST:PORT" % (name, target)) and main:
@@ -1162,8 +1183,8 @@ def invocations(kiln_stub_dir, stub, secret):
                     if cmd:
                         add("%s %s %s" % (name, o["metadata"]["name"], probe), run_argv(local(cmd), env, probe))
     full = {"PATH": os.environ.get("PATH", ""), "KILN_SCHEDULER": "tcp://sched:5555", "KILN_DEVICES": "all",
-            "KILN_SLOTS": "4", "KILN_CURVE_SERVER_KEY_FILE": secret, "KILN_CURVE_SECRET_FILE": secret,
-            "KILN_LISTEN": "tcp://0.0.0.0:5555", "KILN_HTTP": "0.0.0.0:8080", "KILN_STATE_DIR": "/var/lib/kiln",
+            "KILN_SLOTS": "4", "KILN_WORKER_THREADS": "4", "KILN_CURVE_SERVER_KEY_FILE": secret,
+            "KILN_CURVE_SECRET_FILE": secret, "KILN_LISTEN": "tcp://0.0.0.0:5555", "KILN_HTTP": "0.0.0.0:8080", "KILN_STATE_DIR": "/var/lib/kiln",
             "KILN_TOKEN_FILE": secret}
     for sub in ("worker", "scheduler"):
         add("%s (every variable set)" % ENTRYPOINT_SCRIPT,
@@ -1251,6 +1272,18 @@ def check_slurm():
     p = subprocess.run(["bash", rel(path)], env=env, capture_output=True, text=True, timeout=20)
     R.check(p.returncode == 2 and "KILN_SCHEDULER" in p.stderr,
             "%s without KILN_SCHEDULER must exit 2 naming it; got %d: %s" % (path, p.returncode, p.stderr.strip()))
+    # each task's worker gets the task's CPUs as its threads (kiln's default, every core
+    # of the node, would oversubscribe a node shared by tasks); KILN_WORKER_THREADS wins
+    d, stub, _ = stub_dir()
+    try:
+        base = {"PATH": os.environ.get("PATH", ""), "KILN_SCHEDULER": "tcp://sched:5555", "KILN_BIN": stub}
+        for extra, want in (({"SLURM_CPUS_PER_TASK": "6"}, "6"),
+                            ({"SLURM_CPUS_PER_TASK": "6", "KILN_WORKER_THREADS": "3"}, "3"), ({}, None)):
+            argv = run_argv(["bash", rel(path)], dict(base, **extra), "%s with %s" % (path, extra)) or []
+            got = argv[argv.index("--threads") + 1] if "--threads" in argv[:-1] else None
+            R.check(got == want, "%s with %s: --threads %s, expected %s" % (path, extra, got, want))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
     if shutil.which("shellcheck"):
         for f in (path, ENTRYPOINT_SCRIPT):
             p = subprocess.run(["shellcheck", "-S", "warning", rel(f)], capture_output=True, text=True)

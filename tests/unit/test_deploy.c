@@ -142,12 +142,13 @@ static void remove_tmp(void)
 
 #define free_port() ((int)sim_free_port())
 
-/* The variables docker/entrypoint.sh reads: cleared in children, so that a developer's
- * own environment does not leak into what a test starts. */
+/* The variables docker/entrypoint.sh reads, and KILN_WORKER_THREADS that kiln worker reads
+ * itself: cleared in children, so that a developer's own environment does not leak into
+ * what a test starts. */
 static const char *const entry_vars[] = {
-	"KILN_SCHEDULER", "KILN_DEVICES", "KILN_SLOTS", "KILN_CURVE_SERVER_KEY_FILE", "KILN_CURVE_SECRET_FILE",
-	"KILN_LISTEN", "KILN_HTTP", "KILN_STATE_DIR", "KILN_TOKEN_FILE", "AWS_ACCESS_KEY_ID_FILE",
-	"AWS_SECRET_ACCESS_KEY_FILE", "AWS_SESSION_TOKEN_FILE", NULL,
+	"KILN_SCHEDULER", "KILN_DEVICES", "KILN_SLOTS", "KILN_WORKER_THREADS", "KILN_CURVE_SERVER_KEY_FILE",
+	"KILN_CURVE_SECRET_FILE", "KILN_LISTEN", "KILN_HTTP", "KILN_STATE_DIR", "KILN_TOKEN_FILE",
+	"AWS_ACCESS_KEY_ID_FILE", "AWS_SECRET_ACCESS_KEY_FILE", "AWS_SESSION_TOKEN_FILE", NULL,
 };
 
 /* Starts argv with env ("NAME=value" strings, NULL-terminated) added; stdout and stderr

@@ -5,6 +5,7 @@
  * worker_s3). KILN_KEEP_TMP=1 keeps the temporary folders and prints each worker's log at
  * the end of its test. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -167,13 +168,21 @@ static json_t *sched_expect(fake_sched *s, kiln_msg_type want, int timeout_ms)
 	}
 }
 
-static void start_worker(const char *extra)
+/* Starts kiln worker on the CPU with extra options and env ("NAME=value ...", may be "")
+ * added to its environment; KILN_WORKER_THREADS is cleared first, so that a developer's
+ * own setting does not change what a test sees. exec: worker_pid is kiln's own. */
+static void start_worker_env(const char *env, const char *extra)
 {
 	char cmd[2048];
-	snprintf(cmd, sizeof cmd, "exec %s worker --connect %s --devices cpu %s 2>>%s/worker.log", kiln_bin(),
-		 sched.endpoint, extra, dir);
+	snprintf(cmd, sizeof cmd, "exec env -u KILN_WORKER_THREADS %s %s worker --connect %s --devices cpu %s 2>>%s/worker.log",
+		 env, kiln_bin(), sched.endpoint, extra, dir);
 	const char *const argv[] = {"sh", "-c", cmd, NULL};
 	worker_pid = proc_spawn(&(proc_spec){.path = "/bin/sh", .out = PROC_STDOUT_INHERIT}, argv);
+}
+
+static void start_worker(const char *extra)
+{
+	start_worker_env("", extra);
 }
 
 /* Exit status of the worker, waiting up to timeout_ms; -1 if it is still running. */
@@ -318,6 +327,89 @@ Test(worker_client, default_slots_are_two_per_device)
 	start_worker("");
 	json_t *ready = expect_ready(5000);
 	cr_expect_eq(json_integer_value(json_object_get(ready, "slots")), 2);
+	json_decref(ready);
+}
+
+/* Threads of process pid whose name (/proc/PID/task/TID/comm) starts with prefix. */
+static int threads_named(pid_t pid, const char *prefix)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	cr_assert_not_null(d, "%s", path);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char comm_path[sizeof path + sizeof e->d_name + 8], comm[32] = "";
+		snprintf(comm_path, sizeof comm_path, "%s/%s/comm", path, e->d_name);
+		FILE *f = fopen(comm_path, "r");
+		if (!f)
+			continue; /* a thread that ended meanwhile */
+		if (fgets(comm, sizeof comm, f) && strncmp(comm, prefix, strlen(prefix)) == 0)
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+static json_int_t ready_cpu_threads(const json_t *ready)
+{
+	const json_t *devices = json_object_get(ready, "devices");
+	const json_t *cpu = json_array_get(devices, json_array_size(devices) - 1);
+	cr_assert_str_eq(str(cpu, "id"), "cpu", "the CPU is the last device READY lists");
+	return json_integer_value(json_object_get(cpu, "threads"));
+}
+
+/* The worker's host threads as it runs them and as READY announces them: kiln-decode/N is
+ * the decode stage, kiln-cpu/N the CPU backend's pool (whose caller, the encode thread,
+ * is its last thread). The pipeline has started them all before READY is sent. */
+static void expect_host_threads(const json_t *ready, int want)
+{
+	cr_expect_eq(ready_cpu_threads(ready), want, "READY's cpu threads");
+	cr_expect_eq(threads_named(worker_pid, "kiln-decode/"), want, "decode threads");
+	cr_expect_eq(threads_named(worker_pid, "kiln-cpu/"), want - 1, "CPU pool threads beside the encode thread");
+}
+
+Test(worker_client, threads_option_sizes_the_decode_stage_and_the_cpu_pool)
+{
+	start_worker("--threads 3");
+	json_t *ready = expect_ready(5000);
+	expect_host_threads(ready, 3);
+	json_decref(ready);
+	/* and it encodes with them */
+	static const char *const names[] = {"gradient.png", "noise.png", "pixel.png", "wide.png"};
+	sched_send(&sched, make_shard("jt", "jt.s0", 1, names, 4, NULL));
+	json_t *res = sched_expect(&sched, KILN_MSG_RESULT, 15000);
+	json_t *items = json_object_get(res, "items");
+	cr_assert_eq(json_array_size(items), 4);
+	for (size_t i = 0; i < 4; i++)
+		cr_expect_str_eq(str(json_array_get(items, i), "status"), "ok", "%s", names[i]);
+	json_decref(res);
+	cr_expect_eq(threads_named(worker_pid, "kiln-decode/"), 3, "decode threads after a shard");
+}
+
+Test(worker_client, threads_from_the_environment_and_the_option_wins)
+{
+	start_worker_env("KILN_WORKER_THREADS=2", "");
+	json_t *ready = expect_ready(5000);
+	expect_host_threads(ready, 2);
+	json_decref(ready);
+	kill(worker_pid, SIGKILL);
+	wait_worker(5000);
+	start_worker_env("KILN_WORKER_THREADS=2", "--threads 3");
+	ready = expect_ready(5000);
+	expect_host_threads(ready, 3);
+	json_decref(ready);
+}
+
+Test(worker_client, default_threads_are_the_cores)
+{
+	start_worker("");
+	json_t *ready = expect_ready(5000);
+	expect_host_threads(ready, (int)sysconf(_SC_NPROCESSORS_ONLN));
 	json_decref(ready);
 }
 
@@ -598,12 +690,19 @@ Test(worker_client, a_bye_from_the_scheduler_makes_the_worker_announce_itself_ag
 
 TestSuite(worker_cli, .init = setup, .fini = teardown, .timeout = 40);
 
-static int run_kiln(const char *args)
+/* kiln ARGS with env ("NAME=value ...") added and KILN_WORKER_THREADS otherwise unset;
+ * output in dir/out.txt; the exit status. */
+static int run_kiln_env(const char *env, const char *args)
 {
 	char cmd[1024];
-	snprintf(cmd, sizeof cmd, "%s %s >%s/out.txt 2>&1", kiln_bin(), args, dir);
+	snprintf(cmd, sizeof cmd, "env -u KILN_WORKER_THREADS %s %s %s >%s/out.txt 2>&1", env, kiln_bin(), args, dir);
 	int status = system(cmd);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int run_kiln(const char *args)
+{
+	return run_kiln_env("", args);
 }
 
 Test(worker_cli, usage_errors_and_health)
@@ -611,6 +710,27 @@ Test(worker_cli, usage_errors_and_health)
 	cr_expect_eq(run_kiln("worker"), 2);
 	cr_expect_eq(run_kiln("worker --help"), 0);
 	cr_expect_eq(run_kiln("worker --connect tcp://127.0.0.1:1 --slots 0"), 2);
+	static const char *const bad_threads[] = {"0", "1025", "-3", "4x", "''"};
+	for (size_t i = 0; i < sizeof bad_threads / sizeof *bad_threads; i++) {
+		char args[128];
+		snprintf(args, sizeof args, "worker --connect tcp://127.0.0.1:1 --devices cpu --threads %s", bad_threads[i]);
+		cr_expect_eq(run_kiln(args), 2, "--threads %s", bad_threads[i]);
+		cr_expect(strstr(proc_slurp(dir, "out.txt", ""), "--threads wants a whole number from 1 to 1024"),
+			  "--threads %s: %s", bad_threads[i], proc_slurp(dir, "out.txt", ""));
+	}
+	cr_expect_eq(run_kiln("worker --health --devices cpu --threads 1024"), 0, "%s", proc_slurp(dir, "out.txt", ""));
+	/* the environment is read when the option is absent, and checked like it */
+	cr_expect_eq(run_kiln_env("KILN_WORKER_THREADS=0", "worker --health --devices cpu"), 2);
+	cr_expect(strstr(proc_slurp(dir, "out.txt", ""), "KILN_WORKER_THREADS wants a whole number from 1 to 1024"),
+		  "%s", proc_slurp(dir, "out.txt", ""));
+	cr_expect_eq(run_kiln_env("KILN_WORKER_THREADS=lots", "worker --health --devices cpu"), 2);
+	cr_expect_eq(run_kiln_env("KILN_WORKER_THREADS=4", "worker --health --devices cpu"), 0);
+	cr_expect_eq(run_kiln_env("KILN_WORKER_THREADS=", "worker --health --devices cpu"), 0, "empty: unset");
+	cr_expect_eq(run_kiln_env("KILN_WORKER_THREADS=0", "worker --health --devices cpu --threads 2"), 0,
+		     "the option wins; the variable is not read");
+	cr_expect_eq(run_kiln("worker --help"), 0);
+	cr_expect(strstr(proc_slurp(dir, "out.txt", ""), "--threads N"));
+	cr_expect(strstr(proc_slurp(dir, "out.txt", ""), "KILN_WORKER_THREADS"));
 	cr_expect_eq(run_kiln("worker --connect tcp://127.0.0.1:1 --devices 0,,1"), 2);
 	cr_expect_eq(run_kiln("worker --connect tcp://127.0.0.1:1 --devices gpu"), 2);
 	cr_expect_eq(run_kiln("worker --connect tcp://127.0.0.1:1 --curve-server-key /nonexistent"), 2);
