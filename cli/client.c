@@ -15,11 +15,11 @@
 
 #include "cli/cli.h"
 #include "cli/util.h"
+#include "cli/wait_poll.h"
 #include "common/buf.h"
 #include "scheduler/scheduler.h"
 
 #define RESPONSE_MAX (64u << 20)
-#define WAIT_POLL_MS 500
 #define WAIT_LINE_S 5.0  /* plain progress lines, when not on a terminal */
 
 typedef cli_client client;
@@ -219,6 +219,7 @@ int cli_wait_job(const client *c, const char *id, json_t **final)
 	cli_progress bar;
 	cli_progress_start(&bar, 0, quiet);
 	double last_line = 0;
+	unsigned wait_ms = 0;
 	json_t *job = NULL;
 	for (;;) {
 		if (c->interrupted && *c->interrupted) {
@@ -255,7 +256,8 @@ int cli_wait_job(const client *c, const char *id, json_t **final)
 		}
 		json_decref(job);
 		job = NULL;
-		struct timespec ts = {0, WAIT_POLL_MS * 1000000L};
+		wait_ms = cli_wait_poll_next_ms(wait_ms);
+		struct timespec ts = {wait_ms / 1000, (long)(wait_ms % 1000) * 1000000L};
 		nanosleep(&ts, NULL);
 	}
 	json_decref(job);

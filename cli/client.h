@@ -64,8 +64,9 @@ int cli_spec_option(const char *cmd, int opt, const char *arg, json_t *spec);
  * is checked to carry an id. Returns an exit code. */
 int cli_submit_job(const cli_client *c, const json_t *spec, const char *idem, json_t **job);
 
-/* Polls job id until it ends, with a progress bar on a terminal and a line every few
- * seconds otherwise (neither with c->json or c->quiet). *final (may be NULL) receives
+/* Polls job id until it ends (waits from 25 ms growing to 500 ms: cli/wait_poll.h), with
+ * a progress bar on a terminal and a line every few seconds otherwise (neither with
+ * c->json or c->quiet). *final (may be NULL) receives
  * the ended job. Returns 0 done, 1 done with failed items, 3 failed, cancelled,
  * interrupted or unreachable, 2 for a malformed id. */
 int cli_wait_job(const cli_client *c, const char *id, json_t **final);
