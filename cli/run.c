@@ -49,6 +49,8 @@ static const char usage_text[] =
 	"  --device auto|cpu|gpu|gpu:N   where to encode (default auto: every GPU, else the CPU)\n"
 	"  --devices all|cpu|0,1,...     several GPUs, as kiln worker takes them\n"
 	CLI_PNG_DECODER_HELP
+	"  --threads N            host threads for PNG decoding and the CPU encoder, 1..1024\n"
+	"                         (default the CPUs this process may use)\n"
 	"  --state-dir DIR        keep the journal in DIR: the same command again resumes the\n"
 	"                         job after an interruption (default: a temporary directory,\n"
 	"                         removed at the end)\n"
@@ -72,10 +74,11 @@ typedef struct run_args {
 	const char *devices;
 	const char *state_dir;
 	kiln_png_decoder png_decoder;
+	long threads; /* 0: the CPUs this process may use */
 	bool json, quiet;
 } run_args;
 
-enum { OPT_INPUT = 256, OPT_OUTPUT, OPT_DEVICE, OPT_DEVICES, OPT_STATE, OPT_JSON, OPT_PNG_DECODER };
+enum { OPT_INPUT = 256, OPT_OUTPUT, OPT_DEVICE, OPT_DEVICES, OPT_STATE, OPT_JSON, OPT_PNG_DECODER, OPT_THREADS };
 
 static volatile sig_atomic_t interrupted;
 
@@ -158,6 +161,7 @@ static int parse_args(int argc, char **argv, run_args *a, char *devices_buf, siz
 		{"state-dir", required_argument, NULL, OPT_STATE},
 		{"json", no_argument, NULL, OPT_JSON},
 		{"png-decoder", required_argument, NULL, OPT_PNG_DECODER},
+		{"threads", required_argument, NULL, OPT_THREADS},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{0, 0, 0, 0},
@@ -195,6 +199,10 @@ static int parse_args(int argc, char **argv, run_args *a, char *devices_buf, siz
 		case OPT_JSON: a->json = true; break;
 		case OPT_PNG_DECODER:
 			if (!cli_parse_png_decoder("run", optarg, &a->png_decoder))
+				return CLI_EXIT_USAGE;
+			break;
+		case OPT_THREADS:
+			if (!cli_parse_long("run", "--threads", optarg, 1, 1024, &a->threads))
 				return CLI_EXIT_USAGE;
 			break;
 		case 'q': a->quiet = true; break;
@@ -345,6 +353,8 @@ int cli_run(int argc, char **argv)
 	if ((rc = cli_worker_config("run", a.devices, &wcfg)) != CLI_EXIT_OK)
 		goto fail;
 	wcfg.pipeline.png_decoder = a.png_decoder;
+	wcfg.pipeline.decode_threads = (unsigned)a.threads;
+	wcfg.pipeline.cpu_threads = (unsigned)a.threads;
 	rc = CLI_EXIT_FATAL;
 	/* libcurl's global set-up is not thread-safe: done here before any thread starts */
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

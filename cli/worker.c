@@ -28,8 +28,9 @@ static const char usage_text[] =
 	"  --devices all|cpu|0,1,...     devices to use (default all: every GPU, else the CPU)\n"
 	"  --slots N                     shards held at once, 1..1024 (default 8 a GPU, 2 a CPU)\n"
 	"  --threads N                   host threads for PNG decoding and for the CPU encoder,\n"
-	"                                1..1024 (default all cores; $KILN_WORKER_THREADS); with\n"
-	"                                one worker per GPU on a host, give each cores / GPUs\n"
+	"                                1..1024 (default the CPUs it may use; $KILN_WORKER_THREADS);\n"
+	"                                with one worker per GPU on a host, give each\n"
+	"                                cores / GPUs\n"
 	"  --curve-server-key FILE       the scheduler's CURVE public key (Z85 text)\n"
 	"  --curve-secret FILE           this worker's CURVE secret key (Z85 text)\n"
 	CLI_PNG_DECODER_HELP

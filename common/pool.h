@@ -26,8 +26,13 @@ void kiln_pool_set_name(kiln_pool *pool, const char *name);
  * serialised. */
 void kiln_pool_for(kiln_pool *pool, size_t n, size_t grain, kiln_pool_fn fn, void *ctx);
 
-/* Online CPUs, at least 1. */
+/* The CPUs this process can use, at least 1: online CPUs, cut to its affinity mask
+ * (taskset, cpusets) and to its cgroup's CPU quota rounded up (a container's CPU limit). */
 unsigned kiln_cpu_count(void);
+
+/* The CPUs a cgroup quota text allows, rounded up: "QUOTA PERIOD" in microseconds as in
+ * cgroup v2's cpu.max ("max PERIOD", a negative or malformed quota: 0, no limit). */
+unsigned kiln_cpu_quota(const char *text);
 
 /* Names thread t "<name>/<index>" as kiln_pool_set_name does (a failure only loses the
  * name). */

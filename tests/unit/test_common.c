@@ -1,10 +1,13 @@
 /* Unit tests of the common layer: errors, buffers, sizes, pool, images, devices. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -235,4 +238,49 @@ Test(log, quoting_escapes)
 	cr_expect_str_eq(kiln_log_quote("abcdefghij", out, 6), "\"ab\"");
 	cr_expect_eq(kiln_log_level_parse("WARN"), KILN_LOG_WARN);
 	cr_expect_eq(kiln_log_level_parse("loud"), -1);
+}
+
+Test(pool, cpu_quota_text_rounds_up_and_knows_no_limit)
+{
+	cr_expect_eq(kiln_cpu_quota("200000 100000\n"), 2u);
+	cr_expect_eq(kiln_cpu_quota("150000 100000"), 2u);
+	cr_expect_eq(kiln_cpu_quota("50000 100000"), 1u);
+	cr_expect_eq(kiln_cpu_quota("400000 50000"), 8u);
+	cr_expect_eq(kiln_cpu_quota("max 100000\n"), 0u);
+	cr_expect_eq(kiln_cpu_quota("-1 100000"), 0u);
+	cr_expect_eq(kiln_cpu_quota("100000 0"), 0u);
+	cr_expect_eq(kiln_cpu_quota(""), 0u);
+	cr_expect_eq(kiln_cpu_quota(NULL), 0u);
+}
+
+/* A process bound to one CPU (taskset, a cpuset) counts one, and a pool sized by default
+ * starts one thread: run in a child, whose affinity the test may change freely. */
+Test(pool, cpu_count_follows_the_affinity_mask)
+{
+	cpu_set_t all;
+	cr_assert_eq(sched_getaffinity(0, sizeof all, &all), 0);
+	cr_expect_leq(kiln_cpu_count(), (unsigned)CPU_COUNT(&all));
+	cr_expect_geq(kiln_cpu_count(), 1u);
+	int first = -1;
+	for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+		if (CPU_ISSET(c, &all))
+			first = c;
+	cr_assert_geq(first, 0);
+	pid_t pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(first, &one);
+		if (sched_setaffinity(0, sizeof one, &one) != 0)
+			_exit(10);
+		kiln_pool *pool = NULL;
+		if (kiln_cpu_count() != 1 || kiln_pool_create(0, &pool) != KILN_OK || kiln_pool_threads(pool) != 1)
+			_exit(11);
+		kiln_pool_destroy(pool);
+		_exit(0);
+	}
+	int status = 0;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
 }

@@ -232,3 +232,21 @@ Test(run, state_dir_keeps_the_journal_and_the_same_command_finds_the_same_job)
 	cr_expect_str_eq(json_string_value(json_object_get(other, "id")), "j2");
 	json_decref(other);
 }
+
+/* --threads sizes the embedded worker's host threads: one thread encodes the same bytes as
+ * the default, and an out-of-range count is a usage error. */
+Test(run, threads_option_gives_the_same_outputs_and_checks_its_range)
+{
+	cr_assert_eq(kiln("run --input %s/in --output %s/one --device cpu --threads 1 -q", dir, dir), 0,
+		     "stdout: %s\nstderr: %s", slurp("stdout"), slurp("stderr"));
+	cr_assert_eq(kiln("run --input %s/in --output %s/all --device cpu -q", dir, dir), 0, "stderr: %s",
+		     slurp("stderr"));
+	for (size_t i = 0; i < NSAMPLES; i++) {
+		char cmd[512];
+		snprintf(cmd, sizeof cmd, "cmp -s %s/one/%s.dds %s/all/%s.dds", dir, samples[i], dir, samples[i]);
+		cr_expect_eq(system(cmd), 0, "%s.dds differs with --threads 1", samples[i]);
+	}
+	cr_expect_eq(kiln("run --input %s/in --output %s/bad --threads 0", dir, dir), 2);
+	cr_expect(strstr(slurp("stderr"), "--threads") != NULL, "stderr: %s", slurp("stderr"));
+	cr_expect_eq(kiln("run --input %s/in --output %s/bad --threads many", dir, dir), 2);
+}
