@@ -5,7 +5,9 @@
 # by tools/gpu-bundle.sh. Prints a markdown table; logs under $OUT.
 #   REPEAT=40 QUALITY=high SKIP_CPU=1 tools/scale-bench.sh
 # BUNDLE names the bundle folder (default .bundle); FORMAT_ARGS adds options to every job
-# (e.g. "--format astc --block 4x4" for PNG -> ASTC 4x4 .astc).
+# (e.g. "--format astc --block 4x4" for PNG -> ASTC 4x4 .astc); SKIP_RUN=1 leaves out the
+# kiln run rows (then the efficiency column has no base); WORKER_THREADS: below; WORK the
+# scratch folder of inputs and outputs (default /tmp/kiln-scale; /dev/shm/... keeps the disk out).
 set -u
 bundle=${BUNDLE:-.bundle}
 export LD_LIBRARY_PATH="$PWD/$bundle/lib"
@@ -16,7 +18,7 @@ mkdir -p "$out"
 repeat=${REPEAT:-40}
 quality=${QUALITY:-high}
 ngpu=$(nvidia-smi -L | wc -l)
-work=/tmp/kiln-scale
+work=${WORK:-/tmp/kiln-scale}
 rm -rf "$work"
 mkdir -p "$work/in"
 # distinct names, so every output is its own file
@@ -45,8 +47,9 @@ run_one_worker() {
 # Host threads of each of g workers on this host: its share of the cores. Alone, every
 # worker would take all of them (kiln worker's default) and the g workers would
 # oversubscribe the CPU (ASTC on 2 GPUs: 1.56x one GPU, against 2.06x for one worker).
+# WORKER_THREADS=N gives every worker N instead (an A/B of the sharing).
 worker_threads() {
-	local t=$(($(nproc) / $1))
+	local t=${WORKER_THREADS:-$(($(nproc) / $1))}
 	echo $((t > 0 ? t : 1))
 }
 
@@ -92,6 +95,7 @@ if [ "${SKIP_CPU:-0}" != 1 ]; then
 fi
 base=0
 for g in $(seq 1 "$ngpu"); do
+	[ "${SKIP_RUN:-0}" = 1 ] && break
 	read t0 t1 < <(run_one_worker "$(gpulist "$g")")
 	[ "$g" = 1 ] && base=$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN { print n / (b - a) }')
 	row "kiln run, one worker, all GPUs" "$g" "$t0" "$t1" "$base"
