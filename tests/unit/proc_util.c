@@ -48,6 +48,16 @@ void kiln_samples(const char *bin, const char *dir)
 	cr_assert_eq(system(cmd), 0, "kiln samples failed");
 }
 
+void kiln_broken_sample(const char *dir)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/in/zz-broken.png", dir);
+	FILE *f = fopen(path, "wb");
+	cr_assert_not_null(f, "%s", path);
+	fputs("\x89PNG\r\n\x1a\n not really", f);
+	fclose(f);
+}
+
 int proc_kiln(const char *bin, const char *cwd, const char *dir, const char *out_name, const char *err_name,
 	      const char *fmt, ...)
 {

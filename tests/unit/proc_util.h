@@ -20,6 +20,8 @@ double now_s(void);   /* CLOCK_MONOTONIC, in seconds */
 
 /* Writes the sample images (kiln samples) into dir/in with bin (NULL: kiln_bin()). */
 void kiln_samples(const char *bin, const char *dir);
+/* Writes dir/in/zz-broken.png: a PNG signature and then no PNG (fails in decoding). */
+void kiln_broken_sample(const char *dir);
 
 /* Runs bin (NULL: kiln_bin()) with args (a printf-style shell fragment) in cwd (NULL: here),
  * stdout to dir/out_name and stderr to dir/err_name. Asserts that it exited normally;

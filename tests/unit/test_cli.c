@@ -209,12 +209,7 @@ Test(cli, png_decoder_option_in_encode_run_and_worker)
  * becomes a PNG written by kiln's codec with the same pixels; a bad input fails alone. */
 Test(cli, run_format_png_transcodes_through_the_worker)
 {
-	char bad[256];
-	snprintf(bad, sizeof bad, "%s/in/zz-broken.png", dir);
-	FILE *f = fopen(bad, "wb");
-	cr_assert_not_null(f);
-	fputs("\x89PNG\r\n\x1a\n not really", f);
-	fclose(f);
+	kiln_broken_sample(dir);
 	int rc = kiln("run -q --json --format png --quality fast --input %s/in --output %s/png", dir, dir);
 	cr_assert_eq(rc, 1, "%s", slurp("stderr"));
 	json_error_t jerr;
@@ -222,6 +217,8 @@ Test(cli, run_format_png_transcodes_through_the_worker)
 	cr_assert_not_null(job, "%s", jerr.text);
 	json_t *failures = json_object_get(job, "failures");
 	cr_expect_eq(json_array_size(failures), 1);
+	char bad[256];
+	snprintf(bad, sizeof bad, "%s/in/zz-broken.png", dir);
 	unlink(bad);
 	json_decref(job);
 	/* every sample went through: same pixels, a PNG that is kiln's (kiSt strips or not) */

@@ -111,12 +111,7 @@ Test(cli_wait_e2e, submit_wait_ends_with_the_job_and_its_exit_code)
 	json_decref(job);
 
 	/* a job with a broken input: exit 1, the rest written */
-	char bad[256];
-	snprintf(bad, sizeof bad, "%s/in/zz-broken.png", dir);
-	FILE *f = fopen(bad, "wb");
-	cr_assert_not_null(f);
-	fputs("\x89PNG\r\n\x1a\n not really", f);
-	fclose(f);
+	kiln_broken_sample(dir);
 	rc = kiln("submit --server %s --input %s/in --output %s/out2 --quality fast --max-attempts 1 --wait", server,
 		  dir, dir);
 	cr_expect_eq(rc, 1, "stdout: %s\nstderr: %s", slurp("stdout"), slurp("stderr"));
