@@ -127,7 +127,7 @@ FUZZ_DIR      = $(BUILD)/fuzz
 FUZZ_CFLAGS   = -std=gnu11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter \
                 -ffp-contract=off -pthread -I. -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIB_SRCS = common/alloc.c common/buf.c common/container.c common/error.c common/fileio.c \
-                common/image.c common/log.c common/png_io.c common/pool.c common/proto.c \
+                common/image.c common/log.c common/png_io.c common/host.c common/pool.c common/proto.c \
                 common/texture.c common/uri.c kernels/blockbatch.c kernels/bc1/bc1_cpu.c kernels/gpu_stubs.c kernels/png/png_dec_cpu.c scheduler/spec.c
 FUZZ_LIB_OBJS = $(FUZZ_LIB_SRCS:%.c=$(FUZZ_DIR)/obj/%.o)
 FUZZ_HDRS     = $(wildcard common/*.h kernels/*.h kernels/*/*.h scheduler/spec.h tests/fuzz/*.h)

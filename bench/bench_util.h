@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "common/image.h"
+#include "common/host.h"
 #include "common/pool.h"
 #include "kernels/gpu.h"
 #include "kernels/kiln_hd.h"

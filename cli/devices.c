@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/host.h"
 #include "common/pool.h"
 #include "kernels/gpu.h"
 

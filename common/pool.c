@@ -4,14 +4,13 @@
 #include "pool.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "alloc.h"
+#include "host.h"
 
 struct kiln_pool {
 	unsigned nthreads;  /* worker threads, not counting callers */
@@ -30,108 +29,6 @@ struct kiln_pool {
 	size_t n, grain;
 	atomic_size_t next;
 };
-
-unsigned kiln_cpu_quota(const char *text)
-{
-	/* cgroup v2 cpu.max: "QUOTA PERIOD" or "max PERIOD"; v1: the two files' numbers
-	 * joined the same way by the caller ("-1 PERIOD": no limit) */
-	long long quota, period;
-	if (!text || sscanf(text, "%lld %lld", &quota, &period) != 2 || quota <= 0 || period <= 0)
-		return 0;
-	long long cpus = (quota + period - 1) / period;
-	return cpus > 0 && cpus <= 1 << 20 ? (unsigned)cpus : 0;
-}
-
-/* Reads up to cap - 1 bytes of a small file into buf as a string; 0 when it cannot. */
-static int read_small(const char *path, char *buf, size_t cap)
-{
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, cap - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	return n > 0;
-}
-
-/* The tightest CPU quota on this process's cgroup and its ancestors (v2: cpu.max; v1:
- * cpu.cfs_quota_us / cpu.cfs_period_us), 0 when none. A container limited to 4 CPUs on
- * a 64-core host sees 64 online CPUs; a worker that started 64 decode threads there
- * would be throttled by the kernel in every period. */
-static unsigned cgroup_cpu_quota(void)
-{
-	char groups[4096], path[4096 + 64], text[128];
-	if (!read_small("/proc/self/cgroup", groups, sizeof groups))
-		return 0;
-	unsigned best = 0;
-	for (char *line = strtok(groups, "\n"); line; line = strtok(NULL, "\n")) {
-		/* "0::/path" (v2) or "N:cpu,cpuacct:/path" (v1) */
-		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-		if (!c2)
-			continue;
-		*c2 = '\0';
-		const char *ctrl = c1 + 1, *cg = c2 + 1;
-		int v2 = *ctrl == '\0';
-		int v1 = 0;
-		for (const char *t = ctrl; !v2 && *t && !v1; t += strcspn(t, ","), t += *t == ',')
-			v1 = strncmp(t, "cpu", 3) == 0 && (t[3] == ',' || t[3] == '\0');
-		if (!v2 && !v1)
-			continue;
-		char dir[4096];
-		snprintf(dir, sizeof dir, "%s", cg);
-		/* from the process's group up to the root of the mount */
-		for (;;) {
-			unsigned q = 0;
-			if (v2) {
-				snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.max", strcmp(dir, "/") ? dir : "");
-				if (read_small(path, text, sizeof text))
-					q = kiln_cpu_quota(text);
-			} else {
-				static const char *const mounts[] = {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"};
-				for (size_t m = 0; m < 2 && !q; m++) {
-					char qt[64], pt[64];
-					snprintf(path, sizeof path, "%s%s/cpu.cfs_quota_us", mounts[m], strcmp(dir, "/") ? dir : "");
-					if (!read_small(path, qt, sizeof qt))
-						continue;
-					snprintf(path, sizeof path, "%s%s/cpu.cfs_period_us", mounts[m], strcmp(dir, "/") ? dir : "");
-					if (!read_small(path, pt, sizeof pt))
-						continue;
-					snprintf(text, sizeof text, "%lld %lld", atoll(qt), atoll(pt));
-					q = kiln_cpu_quota(text);
-				}
-			}
-			if (q && (!best || q < best))
-				best = q;
-			char *slash = strrchr(dir, '/');
-			if (!slash || slash == dir) {
-				if (strcmp(dir, "/") == 0 || !slash)
-					break;
-				dir[1] = '\0';
-			} else {
-				*slash = '\0';
-			}
-		}
-	}
-	return best;
-}
-
-unsigned kiln_cpu_count(void)
-{
-	long online = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned n = online > 0 ? (unsigned)online : 1;
-	/* the CPUs this process may run on (taskset, cpusets: Slurm's and Kubernetes' static
-	 * CPU manager bind tasks this way) */
-	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof set, &set) == 0) {
-		int allowed = CPU_COUNT(&set);
-		if (allowed > 0 && (unsigned)allowed < n)
-			n = (unsigned)allowed;
-	}
-	unsigned quota = cgroup_cpu_quota();
-	if (quota && quota < n)
-		n = quota;
-	return n;
-}
 
 static void run_chunks(kiln_pool *pool)
 {

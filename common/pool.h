@@ -13,7 +13,8 @@ typedef struct kiln_pool kiln_pool;
 /* fn handles items [begin, end). It must not call kiln_pool_for on the same pool. */
 typedef void (*kiln_pool_fn)(void *ctx, size_t begin, size_t end);
 
-/* threads == 0 means one per online CPU. The calling thread also works during a for. */
+/* threads == 0 means one per CPU this process may use (kiln_cpu_count, common/host.h).
+ * The calling thread also works during a for. */
 kiln_status kiln_pool_create(unsigned threads, kiln_pool **out);
 void kiln_pool_destroy(kiln_pool *pool);
 unsigned kiln_pool_threads(const kiln_pool *pool);
@@ -25,14 +26,6 @@ void kiln_pool_set_name(kiln_pool *pool, const char *name);
  * A NULL pool runs everything on the calling thread. Calls from several threads are
  * serialised. */
 void kiln_pool_for(kiln_pool *pool, size_t n, size_t grain, kiln_pool_fn fn, void *ctx);
-
-/* The CPUs this process can use, at least 1: online CPUs, cut to its affinity mask
- * (taskset, cpusets) and to its cgroup's CPU quota rounded up (a container's CPU limit). */
-unsigned kiln_cpu_count(void);
-
-/* The CPUs a cgroup quota text allows, rounded up: "QUOTA PERIOD" in microseconds as in
- * cgroup v2's cpu.max ("max PERIOD", a negative or malformed quota: 0, no limit). */
-unsigned kiln_cpu_quota(const char *text);
 
 /* Names thread t "<name>/<index>" as kiln_pool_set_name does (a failure only loses the
  * name). */

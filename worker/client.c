@@ -25,6 +25,7 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/host.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "kernels/astc/astc.h"
@@ -780,6 +781,10 @@ kiln_status kiln_client_create(const kiln_client_config *cfg, kiln_client **out,
 	c->cfg.pipeline.report_ctx = c;
 	if ((st = kiln_pipeline_create(&c->cfg.pipeline, &c->pipeline, msg, msg_cap)) != KILN_OK)
 		goto fail;
+	/* what the worker took of its host (affinity, cgroup limits: common/host.h) */
+	KILN_INFO("host resources", "threads=%u pixel_budget_mib=%zu memory_limit_mib=%llu",
+		  pc->decode_threads ? pc->decode_threads : kiln_cpu_count(), pc->pixel_budget >> 20,
+		  (unsigned long long)(kiln_memory_limit() >> 20));
 	*out = c;
 	return KILN_OK;
 fail:

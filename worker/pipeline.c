@@ -22,6 +22,7 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/host.h"
 #include "common/log.h"
 #include "common/png_io.h"
 #include "common/pool.h"
@@ -33,7 +34,14 @@
 
 #define IO_BATCH 8  /* items per storage call: S3 runs them concurrently */
 #define DEFAULT_MAX_INPUT ((size_t)512 << 20)
+/* The pixel budget: 4 GiB, or a quarter of the memory the process may use where that is
+ * less (a container's limit; not below 256 MiB). The budget covers decoded images and
+ * outputs waiting for upload; the rest of a worker's memory is fetched files (up to
+ * DEFAULT_MAX_INPUT each, in bounded queues), a texenc's pinned staging (~70 MB a slot,
+ * 3 slots a GPU) and the libraries': a worker in an 8 GiB pod with a 4 GiB budget was
+ * one large batch from the OOM killer, which loses every shard it holds. */
 #define DEFAULT_PIXEL_BUDGET ((size_t)4 << 30)
+#define MIN_PIXEL_BUDGET ((size_t)256 << 20)
 #define MAX_OUTPUT_BYTES ((size_t)4 << 30)  /* a 16384^2 BC1 chain is ~180 MiB: far below */
 
 typedef struct shard shard;
@@ -108,7 +116,14 @@ void kiln_pipeline_config_init(kiln_pipeline_config *cfg)
 	cfg->batch = KILN_PIPELINE_MAX_BATCH;
 	kiln_image_limits_default(&cfg->limits);
 	cfg->max_input_bytes = DEFAULT_MAX_INPUT;
-	cfg->pixel_budget = DEFAULT_PIXEL_BUDGET;
+	cfg->pixel_budget = kiln_pipeline_default_budget(kiln_memory_limit());
+}
+
+size_t kiln_pipeline_default_budget(uint64_t memory_limit)
+{
+	if (!memory_limit || memory_limit / 4 >= DEFAULT_PIXEL_BUDGET)
+		return DEFAULT_PIXEL_BUDGET;
+	return memory_limit / 4 > MIN_PIXEL_BUDGET ? (size_t)(memory_limit / 4) : MIN_PIXEL_BUDGET;
 }
 
 /* Adds the time since t0 and n items to a stage's figures. */

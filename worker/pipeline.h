@@ -79,9 +79,10 @@ typedef struct kiln_pipeline_config {
 	kiln_png_decoder png_decoder;
 	size_t max_input_bytes;    /* cap on one fetched input (512 MiB) */
 	size_t pixel_budget;       /* bytes of decoded RGBA images and of encoded outputs not
-				    * yet uploaded held at once, all stages (4 GiB): decoding
-				    * waits while they fill it; an image larger than the budget
-				    * still runs, alone */
+				    * yet uploaded held at once, all stages (4 GiB, less in a
+				    * smaller memory limit: kiln_pipeline_default_budget):
+				    * decoding waits while they fill it; an image larger than
+				    * the budget still runs, alone */
 	const kiln_storage_config *storage_config;  /* for common/storage; NULL: defaults/env */
 	const kiln_pipeline_storage *storage;       /* NULL: common/storage */
 	kiln_pipeline_report_fn report;
@@ -90,6 +91,11 @@ typedef struct kiln_pipeline_config {
 
 /* Defaults: one CPU device, the sizes above; report must still be set. */
 void kiln_pipeline_config_init(kiln_pipeline_config *cfg);
+
+/* The default pixel budget for a process that may use memory_limit bytes (0: unknown;
+ * kiln_memory_limit, common/host.h): 4 GiB, or a quarter of the limit where that is
+ * less, at least 256 MiB. */
+size_t kiln_pipeline_default_budget(uint64_t memory_limit);
 
 typedef struct kiln_pipeline kiln_pipeline;
 

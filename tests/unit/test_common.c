@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/image.h"
 #include "common/log.h"
+#include "common/host.h"
 #include "common/pool.h"
 #include "common/texture.h"
 #include "kernels/codec.h"
@@ -283,4 +284,23 @@ Test(pool, cpu_count_follows_the_affinity_mask)
 	int status = 0;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+}
+
+Test(pool, memory_limit_texts_in_bytes)
+{
+	cr_expect_eq(kiln_memory_limit_of("8589934592\n"), 8589934592ull);
+	cr_expect_eq(kiln_memory_limit_of("268435456"), 268435456ull);
+	cr_expect_eq(kiln_memory_limit_of("max\n"), 0u);
+	/* cgroup v1's "no limit": LLONG_MAX rounded down to a page */
+	cr_expect_eq(kiln_memory_limit_of("9223372036854771712\n"), 0u);
+	cr_expect_eq(kiln_memory_limit_of("0"), 0u);
+	cr_expect_eq(kiln_memory_limit_of("-1"), 0u);
+	cr_expect_eq(kiln_memory_limit_of("12x"), 0u);
+	cr_expect_eq(kiln_memory_limit_of(""), 0u);
+	cr_expect_eq(kiln_memory_limit_of(NULL), 0u);
+	/* this process: known on Linux, and no more than the machine has */
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t limit = kiln_memory_limit();
+	cr_expect_gt(limit, 0u);
+	cr_expect_leq(limit, (uint64_t)pages * (uint64_t)page);
 }

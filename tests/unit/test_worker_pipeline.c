@@ -16,6 +16,7 @@
 #include "common/buf.h"
 #include "common/container.h"
 #include "common/fileio.h"
+#include "common/host.h"
 #include "common/png_io.h"
 #include "kernels/bc1/bc1.h"
 #include "worker/pipeline.h"
@@ -840,4 +841,20 @@ Test(worker_pipeline, queue_pop_full_takes_only_batches_that_cannot_grow)
 	cr_expect_eq(kiln_queue_pop(&q, got, 3, same_kind), 0, "closed and empty: pop does not wait");
 	cr_expect_not(kiln_queue_push(&q, &objs[10].link), "a closed queue takes nothing");
 	kiln_queue_destroy(&q);
+}
+
+/* The pixel budget follows the memory the worker may use: 4 GiB at most, a quarter of a
+ * smaller limit (a container's), never below 256 MiB; the configuration's default is it. */
+Test(worker_pipeline, pixel_budget_follows_the_memory_limit)
+{
+	const size_t gib = (size_t)1 << 30, mib = (size_t)1 << 20;
+	cr_expect_eq(kiln_pipeline_default_budget(0), 4 * gib, "limit unknown");
+	cr_expect_eq(kiln_pipeline_default_budget((uint64_t)256 * gib), 4 * gib);
+	cr_expect_eq(kiln_pipeline_default_budget((uint64_t)16 * gib), 4 * gib);
+	cr_expect_eq(kiln_pipeline_default_budget((uint64_t)8 * gib), 2 * gib, "an 8 GiB pod");
+	cr_expect_eq(kiln_pipeline_default_budget((uint64_t)2 * gib), 512 * mib);
+	cr_expect_eq(kiln_pipeline_default_budget((uint64_t)512 * mib), 256 * mib, "the floor");
+	kiln_pipeline_config cfg;
+	kiln_pipeline_config_init(&cfg);
+	cr_expect_eq(cfg.pixel_budget, kiln_pipeline_default_budget(kiln_memory_limit()));
 }
