@@ -224,6 +224,13 @@ kiln_status kiln_job_spec_parse(const json_t *in, kiln_job_spec *out, char *err,
 	if (!string_ok(output))
 		return bad(err, err_cap, "output: expected a non-empty string of at most %d bytes",
 			   KILN_SPEC_MAX_STRING);
+	/* the normalised output ends in '/' (below) and is what the journal replays through
+	 * this parser: it must be within the cap too, or a job accepted now would be refused
+	 * after a restart (found by the spec fuzzer) */
+	size_t olen = strlen(json_string_value(output));
+	if (json_string_value(output)[olen - 1] != '/' && olen + 1 > KILN_SPEC_MAX_STRING)
+		return bad(err, err_cap, "output: at most %d bytes with the '/' that ends a prefix",
+			   KILN_SPEC_MAX_STRING);
 	st = check_location("output", json_string_value(output), err, err_cap);
 	if (st != KILN_OK)
 		return st;
@@ -254,9 +261,7 @@ kiln_status kiln_job_spec_parse(const json_t *in, kiln_job_spec *out, char *err,
 		goto fail;
 	json_object_set_new(norm, "input", json_deep_copy(input));
 	const char *o = json_string_value(output);
-	size_t olen = strlen(o);
-	json_object_set_new(norm, "output", olen && o[olen - 1] == '/' ? json_string(o)
-								    : json_pack("s+", o, "/"));
+	json_object_set_new(norm, "output", o[olen - 1] == '/' ? json_string(o) : json_pack("s+", o, "/"));
 
 	st = KILN_ERR_NOMEM;
 	out->options = json_object();
