@@ -1,4 +1,4 @@
-/* Unit tests of the common layer: errors, buffers, sizes, pool, images, devices. */
+/* Unit tests of the common layer: errors, buffers, sizes, pool, host limits, images, devices. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -241,7 +241,7 @@ Test(log, quoting_escapes)
 	cr_expect_eq(kiln_log_level_parse("loud"), -1);
 }
 
-Test(pool, cpu_quota_text_rounds_up_and_knows_no_limit)
+Test(host, cpu_quota_text_rounds_up_and_knows_no_limit)
 {
 	cr_expect_eq(kiln_cpu_quota("200000 100000\n"), 2u);
 	cr_expect_eq(kiln_cpu_quota("150000 100000"), 2u);
@@ -256,7 +256,7 @@ Test(pool, cpu_quota_text_rounds_up_and_knows_no_limit)
 
 /* A process bound to one CPU (taskset, a cpuset) counts one, and a pool sized by default
  * starts one thread: run in a child, whose affinity the test may change freely. */
-Test(pool, cpu_count_follows_the_affinity_mask)
+Test(host, cpu_count_follows_the_affinity_mask)
 {
 	cpu_set_t all;
 	cr_assert_eq(sched_getaffinity(0, sizeof all, &all), 0);
@@ -286,7 +286,7 @@ Test(pool, cpu_count_follows_the_affinity_mask)
 	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
 }
 
-Test(pool, memory_limit_texts_in_bytes)
+Test(host, memory_limit_texts_in_bytes)
 {
 	cr_expect_eq(kiln_memory_limit_of("8589934592\n"), 8589934592ull);
 	cr_expect_eq(kiln_memory_limit_of("268435456"), 268435456ull);
