@@ -38,8 +38,9 @@
  * less (a container's limit; not below 256 MiB). The budget covers decoded images and
  * outputs waiting for upload; the rest of a worker's memory is fetched files (up to
  * DEFAULT_MAX_INPUT each, in bounded queues), a texenc's pinned staging (~70 MB a slot,
- * 3 slots a GPU) and the libraries': a worker in an 8 GiB pod with a 4 GiB budget was
- * one large batch from the OOM killer, which loses every shard it holds. */
+ * 3 slots a GPU) and the libraries'. A fixed 4 GiB left a worker in a 4 or 8 GiB
+ * container little or nothing for those (not measured: sized, not observed), and the
+ * OOM killer ends every shard a worker holds. */
 #define DEFAULT_PIXEL_BUDGET ((size_t)4 << 30)
 #define MIN_PIXEL_BUDGET ((size_t)256 << 20)
 #define MAX_OUTPUT_BYTES ((size_t)4 << 30)  /* a 16384^2 BC1 chain is ~180 MiB: far below */
@@ -389,8 +390,8 @@ static void *fetch_main(void *arg)
  * decode threads 34% busy), 1,548 against 2,056 on two (73% busy): about 90 Kodak files a
  * second a thread, against ~1,100 a GPU takes. BC1 is the other way round: its kernel is
  * cheap, and the host's threads could not feed a GPU that decodes 4,500 files a second.
- * The count is this pipeline's decode threads (kiln worker --threads, by default every
- * core), not the host's cores: a worker given a share of the host (one worker per GPU,
+ * The count is this pipeline's decode threads (kiln worker --threads, by default the CPUs
+ * the worker may use: common/host.h), not the host's cores: a worker given a share of the host (one worker per GPU,
  * --threads = cores / GPUs) decides on what it has. Below 8 a GPU (e.g. --threads 4: ~360
  * files/s on the host) the GPU's own decode (~750 with ASTC beside it) is the faster way. */
 #define ASTC_HOST_DECODERS_PER_GPU 8
