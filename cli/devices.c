@@ -5,7 +5,6 @@
 
 #include "cli/cli.h"
 #include "common/host.h"
-#include "common/pool.h"
 #include "kernels/gpu.h"
 
 int cli_devices(int argc, char **argv)

@@ -350,11 +350,9 @@ int cli_run(int argc, char **argv)
 	 * failed item is in the summary already */
 	if (!getenv("KILN_LOG_LEVEL"))
 		kiln_log_set_level(KILN_LOG_ERROR);
-	if ((rc = cli_worker_config("run", a.devices, &wcfg)) != CLI_EXIT_OK)
+	if ((rc = cli_worker_config("run", a.devices, (unsigned)a.threads, &wcfg)) != CLI_EXIT_OK)
 		goto fail;
 	wcfg.pipeline.png_decoder = a.png_decoder;
-	wcfg.pipeline.decode_threads = (unsigned)a.threads;
-	wcfg.pipeline.cpu_threads = (unsigned)a.threads;
 	rc = CLI_EXIT_FATAL;
 	/* libcurl's global set-up is not thread-safe: done here before any thread starts */
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

@@ -157,11 +157,13 @@ static bool env_long(const char *cmd, const char *name, long min, long max, long
 	return cli_parse_long(cmd, name, v, min, max, out);
 }
 
-int cli_worker_config(const char *cmd, const char *devices, kiln_client_config *cfg)
+int cli_worker_config(const char *cmd, const char *devices, unsigned threads, kiln_client_config *cfg)
 {
 	char msg[512];
 	kiln_client_config_init(cfg);
 	kiln_pipeline_config *pc = &cfg->pipeline;
+	pc->decode_threads = threads;
+	pc->cpu_threads = threads;
 	kiln_storage_config_init(&worker_storage);
 	long attempts = WORKER_S3_ATTEMPTS, backoff_max = WORKER_S3_BACKOFF_MAX_MS;
 	if (!env_long(cmd, "KILN_S3_MAX_ATTEMPTS", 1, 100, &attempts) ||
@@ -196,22 +198,19 @@ int cli_worker_config(const char *cmd, const char *devices, kiln_client_config *
  * settings. Shared by --health and the real start, so the probe checks what starts. */
 static int prepare(const worker_args *a, kiln_client_config *cfg, char *server_key, char *secret_key)
 {
-	int rc = cli_worker_config("worker", a->devices, cfg);
+	/* By default the decode stage and the CPU backend's pool each take the CPUs the worker
+	 * may use (common/host.h), which is right for one worker a host; with one worker per
+	 * GPU (one container per GPU, Slurm tasks, kiln-worker@N) each would start a thread
+	 * per core and they oversubscribe the CPU (docs/PERFORMANCE.md, Scaling over GPUs).
+	 * 0 keeps that default. */
+	long threads = a->threads;
+	if (!threads && !env_long("worker", "KILN_WORKER_THREADS", 1, 1024, &threads))
+		return CLI_EXIT_USAGE;
+	int rc = cli_worker_config("worker", a->devices, (unsigned)threads, cfg);
 	if (rc != CLI_EXIT_OK)
 		return rc;
 	cfg->endpoint = a->connect;
 	cfg->slots = (unsigned)a->slots;
-	/* By default the decode stage and the CPU backend's pool each take every core of the
-	 * host, which is right for one worker a host; with one worker per GPU (one container
-	 * per GPU, Slurm tasks, kiln-worker@N) each would start a thread per core and they
-	 * oversubscribe the CPU (ASTC on 2 GPUs: 1.56x one GPU with two workers, 2.06x with
-	 * one worker owning both: docs/PERFORMANCE.md, Scaling over GPUs). 0 keeps the
-	 * pipeline's default of all cores. */
-	long threads = a->threads;
-	if (!threads && !env_long("worker", "KILN_WORKER_THREADS", 1, 1024, &threads))
-		return CLI_EXIT_USAGE;
-	cfg->pipeline.decode_threads = (unsigned)threads;
-	cfg->pipeline.cpu_threads = (unsigned)threads;
 	cfg->pipeline.png_decoder = a->png_decoder;
 	if (a->s3_attempts)
 		worker_storage.max_attempts = (unsigned)a->s3_attempts;

@@ -32,6 +32,7 @@
 #include "worker/devices.h"
 
 #define RESULT_ERROR_MAX 128  /* 4096 items x (error + fields) stays under the frame cap */
+#define RESULT_ERROR_MIN 16   /* the fallback when even that does not fit */
 /* Default slots (credits) a device: a GPU keeps 3 batches of 32 in flight with more being
  * fetched, decoded and uploaded, which 2 shards of 32 could not feed (one H100, a worker
  * process, 3,600 Kodak files: slots 2 / 4 / 8 / 16 gave ASTC 4x4 fast 549 / 792 / 1,017 /
@@ -40,7 +41,6 @@
  * faster workers. */
 #define SLOTS_PER_GPU 8
 #define SLOTS_PER_CPU 2
-#define RESULT_ERROR_MIN 16   /* the fallback when even that does not fit */
 #define RECV_BURST 64         /* messages taken per wake-up, so heartbeats keep their time */
 #define BYE_LINGER_MS 1000    /* how long a closing socket may still deliver `bye` */
 
@@ -781,10 +781,6 @@ kiln_status kiln_client_create(const kiln_client_config *cfg, kiln_client **out,
 	c->cfg.pipeline.report_ctx = c;
 	if ((st = kiln_pipeline_create(&c->cfg.pipeline, &c->pipeline, msg, msg_cap)) != KILN_OK)
 		goto fail;
-	/* what the worker took of its host (affinity, cgroup limits: common/host.h) */
-	KILN_INFO("host resources", "threads=%u pixel_budget_mib=%zu memory_limit_mib=%llu",
-		  pc->decode_threads ? pc->decode_threads : kiln_cpu_count(), pc->pixel_budget >> 20,
-		  (unsigned long long)(kiln_memory_limit() >> 20));
 	*out = c;
 	return KILN_OK;
 fail:

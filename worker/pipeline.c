@@ -918,6 +918,9 @@ kiln_status kiln_pipeline_create(const kiln_pipeline_config *cfg, kiln_pipeline 
 		kiln_msgf(msg, msg_cap, "cannot start the pipeline threads");
 		goto fail;
 	}
+	/* what the pipeline took of its host (affinity, cgroup limits: common/host.h) */
+	KILN_INFO("host resources", "decode_threads=%u pixel_budget_mib=%zu memory_limit_mib=%llu", decoders,
+		  cfg->pixel_budget >> 20, (unsigned long long)(kiln_memory_limit() >> 20));
 	*out = p;
 	return KILN_OK;
 fail:
