@@ -852,8 +852,9 @@ def check_workloads():
         if slots is not None and isinstance(gpus, int):
             R.check(slots.isdigit() and gpus <= int(slots) <= 1024,
                     "%s: KILN_SLOTS %s: at least one per GPU (%s), at most 1024" % (name, slots, gpus))
-        # The worker's host threads: kiln's default is every core of the node, which pods
-        # sharing a node oversubscribe; when set, no more than the CPUs the pod asks for.
+        # The worker's host threads: kiln's default is the CPUs the pod may use (every core of
+        # the node without a CPU limit), which pods sharing a node oversubscribe; when set,
+        # no more than the CPUs the pod asks for.
         threads = env_value(wc, "KILN_WORKER_THREADS")
         if threads:
             cpus = cpu_quantity(requests.get("cpu"))
@@ -1272,8 +1273,9 @@ def check_slurm():
     p = subprocess.run(["bash", rel(path)], env=env, capture_output=True, text=True, timeout=20)
     R.check(p.returncode == 2 and "KILN_SCHEDULER" in p.stderr,
             "%s without KILN_SCHEDULER must exit 2 naming it; got %d: %s" % (path, p.returncode, p.stderr.strip()))
-    # each task's worker gets the task's CPUs as its threads (kiln's default, every core
-    # of the node, would oversubscribe a node shared by tasks); KILN_WORKER_THREADS wins
+    # each task's worker gets the task's CPUs as its threads (kiln's default, every core of
+    # the node for a task not bound to CPUs, would oversubscribe a node shared by tasks);
+    # KILN_WORKER_THREADS wins
     d, stub, _ = stub_dir()
     try:
         base = {"PATH": os.environ.get("PATH", ""), "KILN_SCHEDULER": "tcp://sched:5555", "KILN_BIN": stub}
