@@ -9,15 +9,23 @@
 #include <string.h>
 #include <unistd.h>
 
-unsigned kiln_cpu_quota(const char *text)
+/* The CPUs a quota of `quota` microseconds a `period` allows, rounded up; 0: no limit (v1
+ * writes -1). */
+static unsigned cpus_of_quota(long long quota, long long period)
 {
-	/* cgroup v2 cpu.max: "QUOTA PERIOD" or "max PERIOD"; v1: the two files' numbers
-	 * joined the same way by the caller ("-1 PERIOD": no limit) */
-	long long quota, period;
-	if (!text || sscanf(text, "%lld %lld", &quota, &period) != 2 || quota <= 0 || period <= 0)
+	if (quota <= 0 || period <= 0)
 		return 0;
 	long long cpus = (quota + period - 1) / period;
 	return cpus > 0 && cpus <= 1 << 20 ? (unsigned)cpus : 0;
+}
+
+unsigned kiln_cpu_quota(const char *text)
+{
+	/* cgroup v2 cpu.max: "QUOTA PERIOD" or "max PERIOD" */
+	long long quota, period;
+	if (!text || sscanf(text, "%lld %lld", &quota, &period) != 2)
+		return 0;
+	return cpus_of_quota(quota, period);
 }
 
 uint64_t kiln_memory_limit_of(const char *text)
@@ -59,15 +67,14 @@ static uint64_t cpu_v2(const char *dir)
 
 static uint64_t cpu_v1(const char *dir)
 {
-	char path[4200], quota[64], period[64], text[160];
+	char path[4200], quota[64], period[64];
 	snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir);
 	if (!read_small(path, quota, sizeof quota))
 		return 0;
 	snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir);
 	if (!read_small(path, period, sizeof period))
 		return 0;
-	snprintf(text, sizeof text, "%lld %lld", atoll(quota), atoll(period));
-	return kiln_cpu_quota(text);
+	return cpus_of_quota(atoll(quota), atoll(period));
 }
 
 static uint64_t memory_v2(const char *dir)
