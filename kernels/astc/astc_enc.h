@@ -1911,6 +1911,23 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		int share = dual ? ef->dual_share : ef->grid_share;
 		if (share && ng * share * parts < n)
 			continue;
+		/* once the list is full, a grid none of whose modes could enter it even with no
+		 * weight error (the decimation and quantisation terms are >= 0, and float
+		 * addition is monotonic: the `live` test below with dec = 0) is not fitted */
+		if (have == count) {
+			int open = 0;
+			KILN_ROLLED for (int t = first; t < end && !open; t++) {
+				const astc_enc_mode *m = &ctx->modes[ctx->grid_modes[t]];
+				if (m->dual != dual)
+					continue;
+				for (int kind = 0; kind < ASTC_ENC_KINDS && !open; kind++) {
+					int cr = values[kind] ? astc_enc_color_range(ctx, values[kind], config[kind] + m->weight_bits) : -1;
+					open = cr >= 0 && cterm_of[cr] + kterm[kind] < errs[count - 1];
+				}
+			}
+			if (!open)
+				continue;
+		}
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
 		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
