@@ -903,29 +903,20 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t
 	KILN_ROLLED for (int p = 0; p < s->partitions; p++)
 		astc_enc_decoded_endpoints(s, p, e[p][0], e[p][1]);
 	uint32_t err = 0;
-	if (blk->srgb) {
-		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-			int p = part[i];
-			for (int k = 0; k < 4; k++) {
-				int w = k == ccs ? W1[i] : W0[i];
-				int d = astc_enc_interp(e[p][0][k], e[p][1][k], w, 1) - (int)blk->px[i][k];
-				err += (uint32_t)(d * d);
-			}
-			if (err > limit)
-				return err;
-		}
-		return err;
-	}
-	/* astc_enc_interp with the 16-bit value as base + slope x weight per partition and
-	 * channel: e0 257 (64 - w) + e1 257 w + 32 = (257 64 e0 + 32) + 257 (e1 - e0) w */
+	int srgb = blk->srgb;
+	/* astc_enc_interp as base + slope x weight per partition and channel: linear, the
+	 * 16-bit value e0 257 (64 - w) + e1 257 w + 32 = (257 64 e0 + 32) + 257 (e1 - e0) w,
+	 * then >> 6 and to 8 bits; sRGB (astc_interpolate, c = e << 8 | 0x80),
+	 * ((c0 (64 - w) + c1 w + 32) >> 6) >> 8 = ((64 c0 + 32) + (c1 - c0) w) >> 14, the sum
+	 * being >= 0 */
 	int base[4][4], slope[4][4];
 	/* an opaque block whose partitions all decode alpha 255 at both ends has no alpha
 	 * error (255 and 255 interpolate to 255 at every weight) */
 	int alpha = !blk->opaque;
 	KILN_ROLLED for (int p = 0; p < s->partitions; p++) {
 		for (int k = 0; k < 4; k++) {
-			base[p][k] = 257 * 64 * e[p][0][k] + 32;
-			slope[p][k] = 257 * (e[p][1][k] - e[p][0][k]);
+			base[p][k] = srgb ? 64 * (e[p][0][k] << 8 | 0x80) + 32 : 257 * 64 * e[p][0][k] + 32;
+			slope[p][k] = srgb ? (e[p][1][k] - e[p][0][k]) * 256 : 257 * (e[p][1][k] - e[p][0][k]);
 		}
 		alpha |= e[p][0][3] != 255 || e[p][1][3] != 255;
 	}
@@ -933,10 +924,22 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t
 		int p = part[i], w0 = W0[i], w1 = ccs < 4 ? W1[i] : w0;
 		const uint8_t *x = blk->px[i];
 		/* the channels written out (a loop of 4 is not unrolled at -O2) */
-		int d0 = astc_enc_unorm8((uint32_t)(base[p][0] + slope[p][0] * (ccs == 0 ? w1 : w0)) >> 6) - (int)x[0];
-		int d1 = astc_enc_unorm8((uint32_t)(base[p][1] + slope[p][1] * (ccs == 1 ? w1 : w0)) >> 6) - (int)x[1];
-		int d2 = astc_enc_unorm8((uint32_t)(base[p][2] + slope[p][2] * (ccs == 2 ? w1 : w0)) >> 6) - (int)x[2];
-		int d3 = alpha ? astc_enc_unorm8((uint32_t)(base[p][3] + slope[p][3] * (ccs == 3 ? w1 : w0)) >> 6) - (int)x[3] : 0;
+		uint32_t t0 = (uint32_t)(base[p][0] + slope[p][0] * (ccs == 0 ? w1 : w0));
+		uint32_t t1 = (uint32_t)(base[p][1] + slope[p][1] * (ccs == 1 ? w1 : w0));
+		uint32_t t2 = (uint32_t)(base[p][2] + slope[p][2] * (ccs == 2 ? w1 : w0));
+		uint32_t t3 = (uint32_t)(base[p][3] + slope[p][3] * (ccs == 3 ? w1 : w0));
+		int d0, d1, d2, d3;
+		if (srgb) {
+			d0 = (int)(t0 >> 14) - (int)x[0];
+			d1 = (int)(t1 >> 14) - (int)x[1];
+			d2 = (int)(t2 >> 14) - (int)x[2];
+			d3 = alpha ? (int)(t3 >> 14) - (int)x[3] : 0;
+		} else {
+			d0 = astc_enc_unorm8(t0 >> 6) - (int)x[0];
+			d1 = astc_enc_unorm8(t1 >> 6) - (int)x[1];
+			d2 = astc_enc_unorm8(t2 >> 6) - (int)x[2];
+			d3 = alpha ? astc_enc_unorm8(t3 >> 6) - (int)x[3] : 0;
+		}
 		err += (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
 		if (err > limit)
 			return err;
