@@ -903,29 +903,20 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t
 	KILN_ROLLED for (int p = 0; p < s->partitions; p++)
 		astc_enc_decoded_endpoints(s, p, e[p][0], e[p][1]);
 	uint32_t err = 0;
-	if (blk->srgb) {
-		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-			int p = part[i];
-			for (int k = 0; k < 4; k++) {
-				int w = k == ccs ? W1[i] : W0[i];
-				int d = astc_enc_interp(e[p][0][k], e[p][1][k], w, 1) - (int)blk->px[i][k];
-				err += (uint32_t)(d * d);
-			}
-			if (err > limit)
-				return err;
-		}
-		return err;
-	}
-	/* astc_enc_interp with the 16-bit value as base + slope x weight per partition and
-	 * channel: e0 257 (64 - w) + e1 257 w + 32 = (257 64 e0 + 32) + 257 (e1 - e0) w */
+	int srgb = blk->srgb;
+	/* astc_enc_interp as base + slope x weight per partition and channel: linear, the
+	 * 16-bit value e0 257 (64 - w) + e1 257 w + 32 = (257 64 e0 + 32) + 257 (e1 - e0) w,
+	 * then >> 6 and to 8 bits; sRGB (astc_interpolate, c = e << 8 | 0x80),
+	 * ((c0 (64 - w) + c1 w + 32) >> 6) >> 8 = ((64 c0 + 32) + (c1 - c0) w) >> 14, the sum
+	 * being >= 0 */
 	int base[4][4], slope[4][4];
 	/* an opaque block whose partitions all decode alpha 255 at both ends has no alpha
 	 * error (255 and 255 interpolate to 255 at every weight) */
 	int alpha = !blk->opaque;
 	KILN_ROLLED for (int p = 0; p < s->partitions; p++) {
 		for (int k = 0; k < 4; k++) {
-			base[p][k] = 257 * 64 * e[p][0][k] + 32;
-			slope[p][k] = 257 * (e[p][1][k] - e[p][0][k]);
+			base[p][k] = srgb ? 64 * (e[p][0][k] << 8 | 0x80) + 32 : 257 * 64 * e[p][0][k] + 32;
+			slope[p][k] = srgb ? (e[p][1][k] - e[p][0][k]) * 256 : 257 * (e[p][1][k] - e[p][0][k]);
 		}
 		alpha |= e[p][0][3] != 255 || e[p][1][3] != 255;
 	}
@@ -933,10 +924,22 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t
 		int p = part[i], w0 = W0[i], w1 = ccs < 4 ? W1[i] : w0;
 		const uint8_t *x = blk->px[i];
 		/* the channels written out (a loop of 4 is not unrolled at -O2) */
-		int d0 = astc_enc_unorm8((uint32_t)(base[p][0] + slope[p][0] * (ccs == 0 ? w1 : w0)) >> 6) - (int)x[0];
-		int d1 = astc_enc_unorm8((uint32_t)(base[p][1] + slope[p][1] * (ccs == 1 ? w1 : w0)) >> 6) - (int)x[1];
-		int d2 = astc_enc_unorm8((uint32_t)(base[p][2] + slope[p][2] * (ccs == 2 ? w1 : w0)) >> 6) - (int)x[2];
-		int d3 = alpha ? astc_enc_unorm8((uint32_t)(base[p][3] + slope[p][3] * (ccs == 3 ? w1 : w0)) >> 6) - (int)x[3] : 0;
+		uint32_t t0 = (uint32_t)(base[p][0] + slope[p][0] * (ccs == 0 ? w1 : w0));
+		uint32_t t1 = (uint32_t)(base[p][1] + slope[p][1] * (ccs == 1 ? w1 : w0));
+		uint32_t t2 = (uint32_t)(base[p][2] + slope[p][2] * (ccs == 2 ? w1 : w0));
+		uint32_t t3 = (uint32_t)(base[p][3] + slope[p][3] * (ccs == 3 ? w1 : w0));
+		int d0, d1, d2, d3;
+		if (srgb) {
+			d0 = (int)(t0 >> 14) - (int)x[0];
+			d1 = (int)(t1 >> 14) - (int)x[1];
+			d2 = (int)(t2 >> 14) - (int)x[2];
+			d3 = alpha ? (int)(t3 >> 14) - (int)x[3] : 0;
+		} else {
+			d0 = astc_enc_unorm8(t0 >> 6) - (int)x[0];
+			d1 = astc_enc_unorm8(t1 >> 6) - (int)x[1];
+			d2 = astc_enc_unorm8(t2 >> 6) - (int)x[2];
+			d3 = alpha ? astc_enc_unorm8(t3 >> 6) - (int)x[3] : 0;
+		}
 		err += (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
 		if (err > limit)
 			return err;
@@ -978,35 +981,38 @@ KILN_HD int astc_enc_lsq(int32_t cnt, int32_t s1, int32_t c2, const int32_t *px,
 
 /* Endpoints of every partition of a fit by least squares against W0 (and W1 for channel
  * ccs); a partition or channel the weights do not determine keeps its endpoints in ep.
- * The weighted sums of every partition are taken in one pass over the texels, in 32 bits
- * (at most 144 x 64 x 255); the texel counts and plain sums are the fit's. */
+ * The weighted sums are taken partition by partition in 32 bits (at most 144 x 64 x
+ * 255), in scalars: summed into arrays indexed by each texel's partition they were a
+ * chain of local-memory updates on the GPU, which waited on each other (2% of the
+ * kernel's samples at 4x4); a pass per partition reads the texels again, a one-partition
+ * fit (most) once. The texel counts and plain sums are the fit's. */
 ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const astc_enc_fit *fit, const uint8_t *W0,
 				     const uint8_t *W1, int ccs, int ep[4][2][4])
 {
-	int32_t s1[2][4] = {{0}}, c2[2][4] = {{0}};
-	int32_t pw[4][4] = {{0}}, pw1[4][4] = {{0}};
-	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-		int p = fit->part[i];
-		int32_t w = W0[i];
-		const uint8_t *x = blk->px[i];
-		s1[0][p] += w;
-		c2[0][p] += w * w;
-		/* the channels written out: a loop of 4 is not unrolled at -O2 */
-		pw[p][0] += w * x[0];
-		pw[p][1] += w * x[1];
-		pw[p][2] += w * x[2];
-		pw[p][3] += w * x[3];
-		if (ccs < 4) {
-			w = W1[i];
-			s1[1][p] += w;
-			c2[1][p] += w * w;
-			pw1[p][ccs] += w * blk->px[i][ccs];
-		}
-	}
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
+		int32_t s1 = 0, c2 = 0, t1 = 0, d2 = 0, q1 = 0, pw[4] = {0, 0, 0, 0};
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+			if (fit->part[i] != p)
+				continue;
+			int32_t w = W0[i];
+			const uint8_t *x = blk->px[i];
+			s1 += w;
+			c2 += w * w;
+			/* the channels written out: a loop of 4 is not unrolled at -O2 */
+			pw[0] += w * x[0];
+			pw[1] += w * x[1];
+			pw[2] += w * x[2];
+			pw[3] += w * x[3];
+			if (ccs < 4) {
+				w = W1[i];
+				t1 += w;
+				d2 += w * w;
+				q1 += w * x[ccs];
+			}
+		}
 		int e0[4], e1[4];
 		const int32_t *px = fit->sum[p];
-		if (astc_enc_lsq(fit->count[p], s1[0][p], c2[0][p], px, pw[p], 0, 4, e0, e1)) {
+		if (astc_enc_lsq(fit->count[p], s1, c2, px, pw, 0, 4, e0, e1)) {
 			for (int k = 0; k < 4; k++) {
 				if (k == ccs)
 					continue;
@@ -1014,7 +1020,9 @@ ASTC_ENC_OUTLINE void astc_enc_refit(const astc_enc_block *blk, const astc_enc_f
 				ep[p][1][k] = e1[k];
 			}
 		}
-		if (ccs < 4 && astc_enc_lsq(fit->count[p], s1[1][p], c2[1][p], px, pw1[p], ccs, ccs + 1, e0, e1)) {
+		/* channel ccs against W1 (astc_enc_lsq reads pw1[ccs]) */
+		int32_t pw1[4] = {q1, q1, q1, q1};
+		if (ccs < 4 && astc_enc_lsq(fit->count[p], t1, d2, px, pw1, ccs, ccs + 1, e0, e1)) {
 			ep[p][0][ccs] = e0[ccs];
 			ep[p][1][ccs] = e1[ccs];
 		}
@@ -1282,13 +1290,12 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			return UINT32_MAX;
 	}
 
+	/* the texels' positions on each plane: the fit's, re-projected into tw after the first
+	 * iteration (not copied for it: at fast there is no other) */
 	float tw[2][ASTC_MAX_TEXELS], grid[ASTC_MAX_WEIGHTS];
+	const float *pos[2] = {fit->w, fit->w1};
 	uint8_t(*gv)[ASTC_MAX_WEIGHTS] = memo->v;
 	int ep[4][2][4];
-	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-		tw[0][i] = fit->w[i];
-		tw[1][i] = dual ? fit->w1[i] : 0.0f;
-	}
 	KILN_ROLLED for (int p = 0; p < parts; p++)
 		for (int k = 0; k < 4; k++) {
 			ep[p][0][k] = line_ep[p][0][k];
@@ -1313,6 +1320,8 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 		if (it > 0) {
 			/* texel positions re-projected on the quantised endpoints: plane 0 on the
 			 * channels other than ccs, plane 1 on channel ccs */
+			pos[0] = tw[0];
+			pos[1] = tw[1];
 			KILN_ROLLED for (int p = 0; p < parts; p++) {
 				int e0[4], e1[4];
 				astc_enc_decoded_endpoints(&cur, p, e0, e1);
@@ -1348,10 +1357,10 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 				float *gp = grid;
 				if (slot >= 0) {
 					gp = gc->v[slot];
-					astc_enc_grid_correct(g, blk->n, tw[pl], gp, grid_steps - gc->steps[slot]);
+					astc_enc_grid_correct(g, blk->n, pos[pl], gp, grid_steps - gc->steps[slot]);
 					gc->steps[slot] = grid_steps;
 				} else {
-					astc_enc_grid_from_texels(g, blk->n, tw[pl], grid, grid_steps);
+					astc_enc_grid_from_texels(g, blk->n, pos[pl], grid, grid_steps);
 				}
 				KILN_ROLLED for (int j = 0; j < g->w * g->h; j++)
 					gv[pl][j] = (uint8_t)astc_enc_round64(gp[j]);
@@ -1875,10 +1884,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			ll += b * b;
 		}
 		float off = hh > 0.0f ? ll - dot * dot / hh : ll;
-		int cnt = 0;
-		KILN_ROLLED for (int i = 0; i < n; i++)
-			cnt += fit->part[i] == p;
-		scale_err += (off > 0.0f ? off : 0.0f) * (float)cnt / 3.0f;
+		scale_err += (off > 0.0f ? off : 0.0f) * (float)fit->count[p] / 3.0f;
 	}
 
 	int have = 0, cgrid[ASTC_ENC_MAX_CAND]; /* the grid of each entry */
@@ -1908,6 +1914,23 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		int share = dual ? ef->dual_share : ef->grid_share;
 		if (share && ng * share * parts < n)
 			continue;
+		/* once the list is full, a grid none of whose modes could enter it even with no
+		 * weight error (the decimation and quantisation terms are >= 0, and float
+		 * addition is monotonic: the `live` test below with dec = 0) is not fitted */
+		if (have == count) {
+			int open = 0;
+			KILN_ROLLED for (int t = first; t < end && !open; t++) {
+				const astc_enc_mode *m = &ctx->modes[ctx->grid_modes[t]];
+				if (m->dual != dual)
+					continue;
+				for (int kind = 0; kind < ASTC_ENC_KINDS && !open; kind++) {
+					int cr = values[kind] ? astc_enc_color_range(ctx, values[kind], config[kind] + m->weight_bits) : -1;
+					open = cr >= 0 && cterm_of[cr] + kterm[kind] < errs[count - 1];
+				}
+			}
+			if (!open)
+				continue;
+		}
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
 		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
@@ -2049,11 +2072,14 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 	int dual = fit->ccs < 4;
 	int list[ASTC_ENC_SHORTLIST], kinds[ASTC_ENC_SHORTLIST], have = 0;
 	uint32_t errs[ASTC_ENC_SHORTLIST];
-	astc_symbolic cand;
 	/* with one candidate kept and no refinement rounds, encoding it again would give the
-	 * same encoding and error: it is kept from the first encoding instead */
-	astc_symbolic kept;
-	int reuse = keep == 1 && ef->iterations == 0;
+	 * same encoding and error: it is kept from the first encoding instead, in the buffer
+	 * it was encoded into (cand and kept trade buffers), and whether it is the best
+	 * encoding so far is noted (kept_best) rather than copied to *best at once: copies of
+	 * an astc_symbolic are a GPU thread's local memory */
+	astc_symbolic bufs[2];
+	astc_symbolic *cand = &bufs[0], *kept = &bufs[1];
+	int reuse = keep == 1 && ef->iterations == 0, kept_best = 0;
 	/* with refinement rounds, each entry's first iteration is kept (firsts[slot[t]]) and its
 	 * refinement goes on from there; `spare`: the slot no entry holds */
 	astc_enc_first firsts[ASTC_ENC_SHORTLIST + 1];
@@ -2079,10 +2105,12 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 		uint32_t limit = have == keep ? errs[have - 1] : UINT32_MAX;
 		int kind = modes[c] % ASTC_ENC_KINDS;
 		uint32_t e = astc_enc_try_mode(ctx, blk, fit, line_ep, &ctx->modes[m], seed, 0, ef->grid_steps, limit, &kind,
-					       &cand, &memo, &gc, resume ? &firsts[spare] : 0);
-		if (e < *best_err) {
+					       cand, &memo, &gc, resume ? &firsts[spare] : 0);
+		int improved = e < *best_err;
+		if (improved) {
 			*best_err = e;
-			*best = cand;
+			if (!reuse)
+				*best = *cand;
 		}
 		int at = have;
 		while (at > 0 && errs[at - 1] > e)
@@ -2103,9 +2131,14 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 		spare = freed;
 		if (have < keep)
 			have++;
-		/* an entry is an encoding that ran to its end (its error is below the limit) */
-		if (reuse)
+		/* an entry is an encoding that ran to its end (its error is below the limit); in a
+		 * list of one, every encoding that improves *best enters it */
+		if (reuse) {
+			astc_symbolic *t = kept;
 			kept = cand;
+			cand = t;
+			kept_best = improved;
+		}
 	}
 	KILN_ROLLED for (int t = 0; t < have; t++) {
 		const astc_enc_mode *md = &ctx->modes[list[t]];
@@ -2113,23 +2146,25 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 		if (reuse) {
 			e = errs[t];
 			cand = kept;
+			if (kept_best)
+				*best = *kept; /* the copy the ranking loop left to here */
 		} else {
 			e = astc_enc_try_mode(ctx, blk, fit, line_ep, md, seed, ef->iterations, ef->grid_steps, UINT32_MAX,
-					      &kinds[t], &cand, &memo, &gc, resume ? &firsts[slot[t]] : 0);
+					      &kinds[t], cand, &memo, &gc, resume ? &firsts[slot[t]] : 0);
 		}
 		if (e == UINT32_MAX)
 			continue;
 		if (ef->polish_gate && (uint64_t)e * 16 >= (uint64_t)*best_err * ef->polish_gate) {
 			if (e < *best_err) {
 				*best_err = e;
-				*best = cand;
+				*best = *cand;
 			}
 			continue;
 		}
-		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], fit->part, &cand, e, ef->passes);
+		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], fit->part, cand, e, ef->passes);
 		if (e < *best_err) {
 			*best_err = e;
-			*best = cand;
+			*best = *cand;
 		}
 	}
 }
