@@ -1440,14 +1440,26 @@ ASTC_ENC_OUTLINE void astc_enc_lut(const astc_symbolic *s, int p, int srgb, int 
 		astc_enc_lut_channel(e0[k], e1[k], srgb, full, s->mode.wrange, lut[k]);
 }
 
+/* Texel i's decoded minus original value in each channel under the tables of its
+ * partition (plane 2 for channel ccs). */
+KILN_HD void astc_enc_texel_diffs(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0, int w1,
+				  int ccs, int d[4])
+{
+	const uint8_t *x = blk->px[i];
+	/* written out: a loop of 4 is not unrolled at -O2 */
+	d[0] = (int)lut[0][ccs == 0 ? w1 : w0] - (int)x[0];
+	d[1] = (int)lut[1][ccs == 1 ? w1 : w0] - (int)x[1];
+	d[2] = (int)lut[2][ccs == 2 ? w1 : w0] - (int)x[2];
+	d[3] = (int)lut[3][ccs == 3 ? w1 : w0] - (int)x[3];
+}
+
 /* Squared error of texel i under the tables of its partition. */
 KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0,
 				    int w1, int ccs)
 {
-	const uint8_t *x = blk->px[i];
-	int d0 = (int)lut[0][ccs == 0 ? w1 : w0] - (int)x[0], d1 = (int)lut[1][ccs == 1 ? w1 : w0] - (int)x[1];
-	int d2 = (int)lut[2][ccs == 2 ? w1 : w0] - (int)x[2], d3 = (int)lut[3][ccs == 3 ? w1 : w0] - (int)x[3];
-	return (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
+	int d[4];
+	astc_enc_texel_diffs(blk, i, lut, w0, w1, ccs, d);
+	return (uint32_t)(d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + d[3] * d[3]);
 }
 
 /* Adds sign times the squared error of each channel of texel i under the tables of its
@@ -1455,13 +1467,12 @@ KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint
 KILN_HD void astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0, int w1,
 				   int ccs, int sign, int32_t *cerr)
 {
-	const uint8_t *x = blk->px[i];
-	int d0 = (int)lut[0][ccs == 0 ? w1 : w0] - (int)x[0], d1 = (int)lut[1][ccs == 1 ? w1 : w0] - (int)x[1];
-	int d2 = (int)lut[2][ccs == 2 ? w1 : w0] - (int)x[2], d3 = (int)lut[3][ccs == 3 ? w1 : w0] - (int)x[3];
-	cerr[0] += sign * d0 * d0;
-	cerr[1] += sign * d1 * d1;
-	cerr[2] += sign * d2 * d2;
-	cerr[3] += sign * d3 * d3;
+	int d[4];
+	astc_enc_texel_diffs(blk, i, lut, w0, w1, ccs, d);
+	cerr[0] += sign * d[0] * d[0];
+	cerr[1] += sign * d[1] * d[1];
+	cerr[2] += sign * d[2] * d[2];
+	cerr[3] += sign * d[3] * d[3];
 }
 
 /* Texel i's weight infilled from the grid weights gq. */
