@@ -6,6 +6,7 @@
 # checks every row against it; tests/gpu checks it for every footprint and batch size).
 #   tools/astc-variant.sh REV OUT       e.g. tools/astc-variant.sh astc-locals .bundle/bin/kiln-bench-locals
 #   TARGET=tests/gpu tools/astc-variant.sh astc-locals .bundle/bin/tests-gpu-locals
+# NVEXTRA: more nvcc flags for the ASTC kernel alone (e.g. a -D an experiment reads).
 # BUILD (default build) must hold a finished build of this tree, TARGET included.
 set -eu
 cd "$(dirname "$0")/.."
@@ -22,7 +23,7 @@ git archive "$rev" kernels/astc | tar -x -C "$tmp/src"
 nvflags=$(make -s -p -n BUILD="$b" 2>/dev/null | sed -n 's/^NVFLAGS = //p' | head -1)
 cflags=$(make -s -p -n BUILD="$b" 2>/dev/null | sed -n 's/^CFLAGS_COMMON = //p' | head -1)
 [ -n "$nvflags" ] && [ -n "$cflags" ] || { echo "astc-variant: cannot read NVFLAGS/CFLAGS from the Makefile" >&2; exit 1; }
-(cd "$tmp/src" && /usr/local/cuda/bin/nvcc $nvflags -DKILN_HAVE_CUDA -c kernels/astc/astc_cuda.cu -o "$tmp/astc_cuda.cu.o")
+(cd "$tmp/src" && /usr/local/cuda/bin/nvcc $nvflags ${NVEXTRA:-} -DKILN_HAVE_CUDA -c kernels/astc/astc_cuda.cu -o "$tmp/astc_cuda.cu.o")
 (cd "$tmp/src" && cc $cflags -DKILN_HAVE_CUDA -c kernels/astc/astc_cpu.c -o "$tmp/astc_cpu.o")
 cp "$b/libkiln.a" "$tmp/libkiln.a"
 ar r "$tmp/libkiln.a" "$tmp/astc_cuda.cu.o" "$tmp/astc_cpu.o"
