@@ -270,14 +270,29 @@ static size_t align64(size_t n)
 	return (n + 63) & ~(size_t)63;
 }
 
-/* One slot: filtered strip, two converted rows, tokens, hash head and chain. */
-static size_t slot_size(uint64_t max_strip, uint64_t max_rowbytes, int chain)
+/* One slot, in order: the filtered strip, two converted rows, the tokens (fast, medium: a
+ * block's; high: a parse choice per position), and for chain searches the hash head, the
+ * chains and (high) the candidates of every position. */
+typedef struct slot_layout {
+	size_t rowbuf, tokens, head, prev, cands, total;
+} slot_layout;
+
+static slot_layout slot_layout_of(uint64_t max_strip, uint64_t max_rowbytes, int quality)
 {
-	size_t s = align64(max_strip) + align64(2 * max_rowbytes) +
-		   align64(PNG_DEFL_BLOCK_TOKENS * sizeof(uint32_t));
-	if (chain)
-		s += align64(PNG_DEFL_HASH_SIZE * sizeof(uint32_t)) + align64(max_strip * sizeof(uint32_t));
-	return s;
+	png_defl_level lv = png_defl_level_for(quality);
+	slot_layout l;
+	l.rowbuf = align64(max_strip);
+	l.tokens = l.rowbuf + align64(2 * max_rowbytes);
+	l.head = l.tokens + align64((lv.optimal ? max_strip : PNG_DEFL_BLOCK_TOKENS) * sizeof(uint32_t));
+	l.prev = l.head + (lv.chain ? align64(PNG_DEFL_HASH_SIZE * sizeof(uint32_t)) : 0);
+	l.cands = l.prev + (lv.chain ? align64(max_strip * sizeof(uint32_t)) : 0);
+	l.total = l.cands + (lv.optimal ? align64(max_strip * PNG_OPT_CANDS * sizeof(uint32_t)) : 0);
+	return l;
+}
+
+static size_t slot_size(uint64_t max_strip, uint64_t max_rowbytes, int quality)
+{
+	return slot_layout_of(max_strip, max_rowbytes, quality).total;
 }
 
 static unsigned slots_for(const kiln_pool *pool)
@@ -299,8 +314,7 @@ static void batch_needs(const kiln_pngenc_params *params, const kiln_pngenc_imag
 		max_row = pl.rowbytes > max_row ? pl.rowbytes : max_row;
 		strips += pl.strip_count;
 	}
-	int chain = params && png_defl_level_for((int)params->quality).chain > 0;
-	*slot = strips ? slot_size(max_strip, max_row, chain) : 0;
+	*slot = strips && params ? slot_size(max_strip, max_row, (int)params->quality) : 0;
 	*results = align64(strips * sizeof(png_strip_result));
 }
 
@@ -322,7 +336,7 @@ typedef struct cpu_run {
 	uint8_t *slots;
 	size_t slot_bytes;
 	uint64_t max_strip, max_row;
-	int chain;
+	int quality;
 	atomic_uint_fast64_t next;
 	const uint32_t *table;
 	const kiln_pngenc_params *params;
@@ -338,18 +352,16 @@ static void slot_worker(void *ctx, size_t begin, size_t end)
 {
 	cpu_run *run = ctx;
 	for (size_t slot = begin; slot < end; slot++) {
-		uint8_t *base = run->slots + slot * run->slot_bytes;
-		uint8_t *filt = base;
-		uint8_t *rowbuf = filt + align64(run->max_strip);
+		uint8_t *filt = run->slots + slot * run->slot_bytes;
+		slot_layout l = slot_layout_of(run->max_strip, run->max_row, run->quality);
+		png_defl_level lv = png_defl_level_for(run->quality);
+		uint8_t *rowbuf = filt + l.rowbuf;
 		png_defl_scratch s;
-		s.tokens = (uint32_t *)(rowbuf + align64(2 * run->max_row));
-		s.head = NULL;
-		s.prev = NULL;
+		s.tokens = (uint32_t *)(filt + l.tokens);
+		s.head = lv.chain ? (uint32_t *)(filt + l.head) : NULL;
+		s.prev = lv.chain ? (uint32_t *)(filt + l.prev) : NULL;
+		s.cands = lv.optimal ? (uint32_t *)(filt + l.cands) : NULL;
 		s.best = NULL;
-		if (run->chain) {
-			s.head = (uint32_t *)((uint8_t *)s.tokens + align64(PNG_DEFL_BLOCK_TOKENS * sizeof(uint32_t)));
-			s.prev = (uint32_t *)((uint8_t *)s.head + align64(PNG_DEFL_HASH_SIZE * sizeof(uint32_t)));
-		}
 		for (;;) {
 			uint64_t k = atomic_fetch_add(&run->next, 1);
 			if (k >= run->strips)
@@ -421,7 +433,7 @@ kiln_status kiln_pngenc_encode_cpu(const kiln_pngenc_params *params, const kiln_
 	run.results = (png_strip_result *)base;
 	run.slots = base + results;
 	run.slot_bytes = slot;
-	run.chain = png_defl_level_for((int)params->quality).chain > 0;
+	run.quality = (int)params->quality;
 	run.table = png_enc_crc_table();
 	run.params = params;
 	for (size_t at = 0; at < count; at += PNGENC_CPU_CHUNK) {
@@ -452,7 +464,7 @@ kiln_status kiln_pngenc_encode_cpu(const kiln_pngenc_params *params, const kiln_
 		if (run.nplans == 0)
 			continue;
 		/* slots laid out for this chunk's largest strip: never more than the batch's */
-		run.slot_bytes = slot_size(run.max_strip, run.max_row, run.chain);
+		run.slot_bytes = slot_size(run.max_strip, run.max_row, run.quality);
 		atomic_store(&run.next, 0);
 		unsigned use = nslots;
 		if ((uint64_t)use > run.strips)

@@ -8,8 +8,9 @@
 //   2. chains  : (medium, high) a warp per strip puts 32 positions at a time into the hash
 //                table; lanes with equal hashes are ordered by __match_any_sync, so every
 //                prev[p] is what the CPU's one-at-a-time insertion gives;
-//   3. matches : a thread per position runs png_match_at, the CPU's own search: with the
-//                chains complete it depends on the data and the position alone;
+//   3. matches : a thread per position runs png_match_at (high: png_match_cands), the CPU's
+//                own search: with the chains complete it depends on the data and the
+//                position alone;
 //   4. deflate : a warp per strip (warp_deflate_strip): the parse 32 positions a round
 //                (match starts by ballot, block boundaries where the CPU puts them), each
 //                block's histogram by shared atomics, its Huffman lengths ranked by the
@@ -17,6 +18,8 @@
 //                header by the shared functions on lane 0, the tokens written at once at
 //                bit positions from a warp scan (bits ORed into zeroed words); the lanes
 //                also split the Adler-32 and CRC-32 (partial sums combined in order);
+//                high: lane 0 runs the CPU's png_deflate_strip_opt on the candidates (its
+//                parse passes are serial), the warp the checksums;
 //   5. copy    : a CTA per slice of a strip's data: from scratch to its final place;
 //   6. assemble: a thread per image writes the headers, checksums, kiSt and IEND.
 // Same functions, same integers: the files equal the CPU backend's byte for byte.
@@ -38,41 +41,63 @@ static size_t align256(size_t n)
 	return (n + 255) & ~(size_t)255;
 }
 
-// Scratch of one strip on the GPU: filtered bytes, matches, tokens, and for chain
-// searches the hash head and chain tables.
-static size_t gpu_strip_scratch(uint64_t n, int chain)
+// Scratch of one strip on the GPU, in order: the filtered bytes; the search area (the hash
+// head while the chains are built, then the matches of every position: one for fast and
+// medium, PNG_OPT_CANDS for high); the tokens (fast, medium: one block's); the deflate
+// output; the chains (medium, high), whose room holds high's parse choices once the
+// candidates are found. A function of the strip's size and quality alone, so the host
+// sizes it and the device finds it alike.
+struct strip_layout {
+	uint64_t search, tokens, out, prev, total;
+};
+
+__host__ __device__ static uint64_t align256_64(uint64_t n)
 {
-	size_t s = align256(n) + align256(n * 4) + align256(PNG_DEFL_BLOCK_TOKENS * 4) +
-		   align256(png_deflate_strip_bound(n));
-	if (chain)
-		s += align256((size_t)PNG_DEFL_HASH_SIZE * 4) + align256(n * 4);
-	return s;
+	return (n + 255) & ~(uint64_t)255;
+}
+
+__host__ __device__ static strip_layout strip_layout_of(uint64_t n, int quality)
+{
+	png_defl_level lv = png_defl_level_for(quality);
+	uint64_t matches = lv.optimal ? n * PNG_OPT_CANDS * 4 : n * 4;
+	uint64_t head = lv.chain ? (uint64_t)PNG_DEFL_HASH_SIZE * 4 : 0;
+	strip_layout l;
+	l.search = align256_64(n);
+	l.tokens = l.search + align256_64(matches > head ? matches : head);
+	l.out = l.tokens + (lv.optimal ? 0 : align256_64(PNG_DEFL_BLOCK_TOKENS * 4));
+	l.prev = l.out + align256_64(png_deflate_strip_bound(n));
+	l.total = l.prev + (lv.chain ? align256_64(n * 4) : 0);
+	return l;
+}
+
+static size_t gpu_strip_scratch(uint64_t n, int quality)
+{
+	return (size_t)strip_layout_of(n, quality).total;
 }
 
 struct strip_ptrs {
 	uint8_t *filt;
-	uint32_t *best, *tokens, *head, *prev;
+	uint32_t *best;    // fast, medium: png_match_at of every position; high: png_match_cands
+	uint32_t *tokens;  // fast, medium: a block's tokens; high: the parse choices (over prev)
+	uint32_t *head, *prev;
 	uint8_t *out;  // the strip's deflate data, 4-byte words, zeroed before writing
 	uint64_t out_cap;
 };
 
-__device__ static strip_ptrs strip_scratch(uint8_t *scratch, const png_plan *pl, uint32_t i, int chain)
+__device__ static strip_ptrs strip_scratch(uint8_t *scratch, const png_plan *pl, uint32_t i)
 {
 	uint64_t n = (uint64_t)pl->rows_per_strip * png_plan_rowlen(pl);
+	strip_layout l = strip_layout_of(n, pl->quality);
 	uint8_t *b = scratch + pl->scratch_off + (uint64_t)i * pl->strip_scratch;
+	int chain = png_defl_level_for(pl->quality).chain > 0;
 	strip_ptrs p;
 	p.filt = b;
-	b += (n + 255) & ~(uint64_t)255;
-	p.best = (uint32_t *)b;
-	b += (n * 4 + 255) & ~(uint64_t)255;
-	p.tokens = (uint32_t *)b;
-	b += (PNG_DEFL_BLOCK_TOKENS * 4 + 255) & ~(uint64_t)255;
-	p.out = b;
+	p.best = (uint32_t *)(b + l.search);
+	p.head = chain ? (uint32_t *)(b + l.search) : NULL;
+	p.out = b + l.out;
 	p.out_cap = png_deflate_strip_bound(n);
-	b += (p.out_cap + 255) & ~(uint64_t)255;
-	p.head = chain ? (uint32_t *)b : NULL;
-	b += chain ? ((PNG_DEFL_HASH_SIZE * 4 + 255) & ~(uint64_t)255) : 0;
-	p.prev = chain ? (uint32_t *)b : NULL;
+	p.prev = chain ? (uint32_t *)(b + l.prev) : NULL;
+	p.tokens = (uint32_t *)(b + (png_defl_level_for(pl->quality).optimal ? l.prev : l.tokens));
 	return p;
 }
 
@@ -92,8 +117,7 @@ __device__ __forceinline__ static uint32_t src_byte(const png_plan *pl, const ui
 
 // ---- 1. filter --------------------------------------------------------------------------
 
-__global__ void pngenc_filter_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
-				     uint8_t *scratch, int chain)
+__global__ void pngenc_filter_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch)
 {
 	// a warp per row: rows depend on the source pixels only (row r - 1 of the strip is
 	// read unfiltered), so all rows of the batch run at once
@@ -102,7 +126,7 @@ __global__ void pngenc_filter_kernel(const png_plan *plans, uint32_t count, uint
 	for (uint64_t k = blockIdx.y; k < strips; k += gridDim.y) {
 		const png_plan *pl = &plans[plan_of(plans, count, k)];
 		uint32_t i = (uint32_t)(k - pl->first_strip);
-		strip_ptrs sp = strip_scratch(scratch, pl, i, chain);
+		strip_ptrs sp = strip_scratch(scratch, pl, i);
 		uint32_t y0, rows = png_plan_strip_rows(pl, i, &y0);
 		uint32_t rb = pl->rowbytes, bpp = pl->bpp, rowlen = rb + 1;
 		for (uint32_t r = blockIdx.x * wpc + threadIdx.x / 32; r < rows; r += gridDim.x * wpc) {
@@ -162,7 +186,7 @@ __global__ void pngenc_chain_kernel(const png_plan *plans, uint32_t count, uint6
 	for (uint64_t k = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; k < strips; k += warps) {
 		const png_plan *pl = &plans[plan_of(plans, count, k)];
 		uint32_t i = (uint32_t)(k - pl->first_strip);
-		strip_ptrs sp = strip_scratch(scratch, pl, i, 1);
+		strip_ptrs sp = strip_scratch(scratch, pl, i);
 		uint32_t y0, n = png_plan_strip_rows(pl, i, &y0) * png_plan_rowlen(pl);
 		for (uint32_t h = lane; h < PNG_DEFL_HASH_SIZE; h += 32)
 			sp.head[h] = PNG_DEFL_NONE;
@@ -187,17 +211,20 @@ __global__ void pngenc_chain_kernel(const png_plan *plans, uint32_t count, uint6
 
 // ---- 3. matches -------------------------------------------------------------------------
 
-__global__ void pngenc_match_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch,
-				    int chain)
+__global__ void pngenc_match_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch)
 {
 	for (uint64_t k = blockIdx.y; k < strips; k += gridDim.y) {
 		const png_plan *pl = &plans[plan_of(plans, count, k)];
 		uint32_t i = (uint32_t)(k - pl->first_strip);
-		strip_ptrs sp = strip_scratch(scratch, pl, i, chain);
+		strip_ptrs sp = strip_scratch(scratch, pl, i);
 		uint32_t y0, n = png_plan_strip_rows(pl, i, &y0) * png_plan_rowlen(pl);
 		png_matcher m;
 		png_matcher_init(&m, sp.filt, n, png_plan_rowlen(pl), pl->bpp, pl->quality, sp.head, sp.prev);
 		for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += gridDim.x * blockDim.x) {
+			if (m.level.optimal) {
+				png_match_cands(&m, p, sp.best + (uint64_t)p * PNG_OPT_CANDS);
+				continue;
+			}
 			uint32_t dist = 0;
 			uint32_t len = png_match_at(&m, p, &dist);
 			sp.best[p] = len ? (dist << 16 | len) : 0;
@@ -469,18 +496,19 @@ __device__ static uint32_t warp_deflate_strip(defl_shared *sh, const uint8_t *d,
 }
 #endif
 
-__global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
-							    uint8_t *scratch, png_strip_result *results, int chain)
+// Every strip of the batch by the warp of this CTA: its output words zeroed (the device bit
+// writer ORs bits in) and the Adler-32 of its filtered bytes by the lanes, its deflate
+// data from deflate(plan, strip index, scratch, n, cap) (the same size on every lane), the
+// CRC-32 of that data by the lanes, its result from lane 0.
+template <typename Deflate>
+__device__ static void deflate_strips(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch,
+				      png_strip_result *results, const uint32_t *crc_table, Deflate deflate)
 {
-	__shared__ defl_shared sh;
-	for (int t = threadIdx.x; t < 256; t += blockDim.x)
-		sh.table[t] = kiln_crc32_table_entry((uint32_t)t);
-	__syncthreads();
 	int lane = threadIdx.x & 31;
 	for (uint64_t k = blockIdx.x; k < strips; k += gridDim.x) {
 		const png_plan *pl = &plans[plan_of(plans, count, k)];
 		uint32_t i = (uint32_t)(k - pl->first_strip);
-		strip_ptrs sp = strip_scratch(scratch, pl, i, chain);
+		strip_ptrs sp = strip_scratch(scratch, pl, i);
 		uint32_t y0, n = png_plan_strip_rows(pl, i, &y0) * png_plan_rowlen(pl);
 		uint64_t cap = png_plan_strip_cap(pl, i);
 		uint32_t *words = (uint32_t *)sp.out;
@@ -488,13 +516,8 @@ __global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plan
 			words[j] = 0;
 		__syncwarp();
 		uint32_t adler = warp_adler(sp.filt, n, lane);
-#ifdef __CUDA_ARCH__
-		uint32_t size = warp_deflate_strip(&sh, sp.filt, n, sp.best, pl->quality, i + 1 == pl->strip_count,
-						   sp.tokens, sp.out, cap, lane);
-#else
-		uint32_t size = 0;
-#endif
-		uint32_t crc = warp_crc(sh.table, sp.out, size, lane);
+		uint32_t size = deflate(pl, i, &sp, n, cap);
+		uint32_t crc = warp_crc(crc_table, sp.out, size, lane);
 		if (lane == 0) {
 			png_strip_result r;
 			r.size = size;
@@ -507,6 +530,50 @@ __global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plan
 	}
 }
 
+__global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
+							    uint8_t *scratch, png_strip_result *results)
+{
+	__shared__ defl_shared sh;
+	load_crc_table(sh.table);
+	int lane = threadIdx.x & 31;
+	deflate_strips(plans, count, strips, scratch, results, sh.table,
+		       [&](const png_plan *pl, uint32_t i, const strip_ptrs *sp, uint32_t n, uint64_t cap) -> uint32_t {
+#ifdef __CUDA_ARCH__
+			       return warp_deflate_strip(&sh, sp->filt, n, sp->best, pl->quality,
+							 i + 1 == pl->strip_count, sp->tokens, sp->out, cap, lane);
+#else
+			       return 0;
+#endif
+		       });
+}
+
+// Per-warp (per-CTA) shared state of the high deflate kernel.
+struct opt_shared {
+	png_opt_work work;
+	uint32_t size;
+	uint32_t table[256];
+};
+
+// High: the CPU's own png_deflate_strip_opt on lane 0 (its parse passes are serial; the
+// strips of the batch run side by side), its working state in shared memory.
+__global__ void __launch_bounds__(32) pngenc_opt_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
+							uint8_t *scratch, png_strip_result *results)
+{
+	__shared__ opt_shared sh;
+	load_crc_table(sh.table);
+	int lane = threadIdx.x & 31;
+	deflate_strips(plans, count, strips, scratch, results, sh.table,
+		       [&](const png_plan *pl, uint32_t i, const strip_ptrs *sp, uint32_t n, uint64_t cap) -> uint32_t {
+			       if (lane == 0)
+				       sh.size = (uint32_t)png_deflate_strip_opt(sp->filt, n, i + 1 == pl->strip_count, sp->best,
+										 sp->tokens, &sh.work, sp->out, cap);
+			       __syncwarp();
+			       uint32_t size = sh.size;
+			       __syncwarp();
+			       return size;
+		       });
+}
+
 // ---- 5. assemble --------------------------------------------------------------------------
 
 // Each strip's data from scratch to its final place, all strips at once: strip k of an
@@ -514,7 +581,7 @@ __global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plan
 // chunk of every strip adds 12 bytes, the first one the zlib header), which is where
 // png_asm_data_off puts it.
 __global__ void pngenc_copy_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
-				   const png_strip_result *results, uint8_t *scratch, int chain)
+				   const png_strip_result *results, uint8_t *scratch)
 {
 	__shared__ uint64_t to;
 	for (uint64_t k = blockIdx.y; k < strips; k += gridDim.y) {
@@ -528,7 +595,7 @@ __global__ void pngenc_copy_kernel(const png_plan *plans, uint32_t count, uint64
 				to += (uint64_t)res[j].size + 12;
 		}
 		__syncthreads();
-		const uint8_t *from = strip_scratch(scratch, pl, i, chain).out;
+		const uint8_t *from = strip_scratch(scratch, pl, i).out;
 		uint32_t size = res[i].size;
 		for (uint32_t b = blockIdx.x * blockDim.x + threadIdx.x; b < size; b += gridDim.x * blockDim.x)
 			pl->dst[to + b] = from[b];
@@ -618,13 +685,12 @@ static void layout_batch(const kiln_pngenc_params *params, const kiln_pngenc_ima
 {
 	memset(L, 0, sizeof *L);
 	size_t scratch = 0;
-	int chain = chain_of(params);
 	for (size_t i = 0; i < count; i++) {
 		png_plan pl;
 		if (plan_one(params, &images[i], &pl) != KILN_OK)
 			continue;
 		uint64_t n = (uint64_t)pl.rows_per_strip * png_plan_rowlen(&pl);
-		scratch += gpu_strip_scratch(n, chain) * pl.strip_count;
+		scratch += gpu_strip_scratch(n, pl.quality) * pl.strip_count;
 		L->strips += pl.strip_count;
 		L->max_n = n > L->max_n ? n : L->max_n;
 		L->max_rows = pl.rows_per_strip > L->max_rows ? pl.rows_per_strip : L->max_rows;
@@ -708,7 +774,7 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 			png_plan tmp;
 			if (plan_one(params, &images[i], &tmp) == KILN_OK) {
 				uint64_t n = (uint64_t)tmp.rows_per_strip * png_plan_rowlen(&tmp);
-				scratch_at += gpu_strip_scratch(n, chain) * tmp.strip_count;
+				scratch_at += gpu_strip_scratch(n, tmp.quality) * tmp.strip_count;
 			}
 			status[i] = st;
 			if (cudaMemsetAsync(d_out_sizes + i, 0, sizeof(uint64_t), s) != cudaSuccess)
@@ -719,7 +785,7 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 		uint64_t n = (uint64_t)pl->rows_per_strip * png_plan_rowlen(pl);
 		pl->dst = dst[i];
 		pl->first_strip = strips;
-		pl->strip_scratch = gpu_strip_scratch(n, chain);
+		pl->strip_scratch = gpu_strip_scratch(n, pl->quality);
 		pl->scratch_off = scratch_at;
 		pl->batch_index = (uint32_t)i;
 		scratch_at += pl->strip_scratch * pl->strip_count;
@@ -749,7 +815,7 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 	{
 		uint64_t gx = (L.max_rows + warps_per_cta - 1) / warps_per_cta;
 		dim3 grid((unsigned)(gx < 65535 ? gx : 65535), (unsigned)(strips < 65535 ? strips : 65535));
-		pngenc_filter_kernel<<<grid, 32 * warps_per_cta, 0, s>>>(d_plans, valid, strips, d_scratch, chain);
+		pngenc_filter_kernel<<<grid, 32 * warps_per_cta, 0, s>>>(d_plans, valid, strips, d_scratch);
 	}
 	if (chain) {
 		unsigned g2 = grid_cap(pngenc_chain_kernel, 32 * warps_per_cta, (strips + warps_per_cta - 1) / warps_per_cta);
@@ -759,16 +825,21 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 		const int threads = 128;
 		uint64_t gx = (L.max_n + threads - 1) / threads;
 		dim3 grid((unsigned)(gx < 65535 ? gx : 65535), (unsigned)(strips < 65535 ? strips : 65535));
-		pngenc_match_kernel<<<grid, threads, 0, s>>>(d_plans, valid, strips, d_scratch, chain);
+		pngenc_match_kernel<<<grid, threads, 0, s>>>(d_plans, valid, strips, d_scratch);
 	}
-	unsigned g4 = grid_cap(pngenc_deflate_kernel, 32, strips);
-	pngenc_deflate_kernel<<<g4, 32, 0, s>>>(d_plans, valid, strips, d_scratch, d_results, chain);
+	if (png_defl_level_for((int)params->quality).optimal) {
+		unsigned g4 = grid_cap(pngenc_opt_kernel, 32, strips);
+		pngenc_opt_kernel<<<g4, 32, 0, s>>>(d_plans, valid, strips, d_scratch, d_results);
+	} else {
+		unsigned g4 = grid_cap(pngenc_deflate_kernel, 32, strips);
+		pngenc_deflate_kernel<<<g4, 32, 0, s>>>(d_plans, valid, strips, d_scratch, d_results);
+	}
 	{
 		const int threads = 256;
 		// a few CTAs a strip, each looping: most strips fill a fraction of their bound
 		uint64_t gx = (png_deflate_strip_bound(L.max_n) + threads - 1) / threads;
 		dim3 grid((unsigned)(gx < 8 ? gx : 8), (unsigned)(strips < 65535 ? strips : 65535));
-		pngenc_copy_kernel<<<grid, threads, 0, s>>>(d_plans, valid, strips, d_results, d_scratch, chain);
+		pngenc_copy_kernel<<<grid, threads, 0, s>>>(d_plans, valid, strips, d_results, d_scratch);
 	}
 	pngenc_assemble_kernel<<<valid < 65535 ? valid : 65535, 32, 0, s>>>(d_plans, valid, d_results, d_out_sizes);
 	return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERR_CUDA;

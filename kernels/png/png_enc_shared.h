@@ -31,9 +31,10 @@
  * writes its own tables). On the 24 Kodak images, against one strip at the same quality:
  * fast in 16 KiB strips (75 an image) +1.1 %, medium in 20 KiB strips (64) +3.9 %, 1.027x
  * libpng's size (in 32 KiB strips, 37, medium decoded 10% slower on the GPU: too few
- * warps). */
-#define PNG_ENC_STRIP_TARGET(quality)                                                          \
-	((quality) == KILN_QUALITY_FAST ? 16384u : (quality) == KILN_QUALITY_MEDIUM ? 20480u : 65536u)
+ * warps). High takes medium's strips (64 KiB strips, 19 an image, decoded at 13 GB/s on
+ * the GPU against medium's 20): its optimal parse makes up most of what they cost, 1.009x
+ * libpng's size (docs/PNG.md). */
+#define PNG_ENC_STRIP_TARGET(quality) ((quality) == KILN_QUALITY_FAST ? 16384u : 20480u)
 /* IDAT data of one strip, at most (a chunk's length must stay below 2^31). */
 #define PNG_ENC_STRIP_MAX (1u << 30)
 #define PNG_ENC_HEAD 33u   /* signature + IHDR chunk */
