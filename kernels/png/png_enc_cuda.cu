@@ -43,12 +43,13 @@ static size_t align256(size_t n)
 
 // Scratch of one strip on the GPU, in order: the filtered bytes; the search area (the hash
 // head while the chains are built, then the matches of every position: one for fast and
-// medium, PNG_OPT_CANDS for high); the tokens (fast, medium: one block's); the deflate
-// output; the chains (medium, high), whose room holds high's parse choices once the
-// candidates are found. A function of the strip's size and quality alone, so the host
-// sizes it and the device finds it alike.
+// medium and high's filter trials, PNG_OPT_CANDS for high's parse); the tokens (fast,
+// medium: one block's); the deflate output; the chains (medium, high), whose room holds
+// high's parse choices once the candidates are found; (high) a filter-trial key per row.
+// A function of the strip's size, rows and quality alone, so the host sizes it and the
+// device finds it alike.
 struct strip_layout {
-	uint64_t search, tokens, out, prev, total;
+	uint64_t search, tokens, out, prev, keys, total;
 };
 
 __host__ __device__ static uint64_t align256_64(uint64_t n)
@@ -56,7 +57,7 @@ __host__ __device__ static uint64_t align256_64(uint64_t n)
 	return (n + 255) & ~(uint64_t)255;
 }
 
-__host__ __device__ static strip_layout strip_layout_of(uint64_t n, int quality)
+__host__ __device__ static strip_layout strip_layout_of(uint64_t n, uint64_t rows, int quality)
 {
 	png_defl_level lv = png_defl_level_for(quality);
 	uint64_t matches = lv.optimal ? n * PNG_OPT_CANDS * 4 : n * 4;
@@ -66,20 +67,23 @@ __host__ __device__ static strip_layout strip_layout_of(uint64_t n, int quality)
 	l.tokens = l.search + align256_64(matches > head ? matches : head);
 	l.out = l.tokens + (lv.optimal ? 0 : align256_64(PNG_DEFL_BLOCK_TOKENS * 4));
 	l.prev = l.out + align256_64(png_deflate_strip_bound(n));
-	l.total = l.prev + (lv.chain ? align256_64(n * 4) : 0);
+	l.keys = l.prev + (lv.chain ? align256_64(n * 4) : 0);
+	l.total = l.keys + (lv.optimal ? align256_64(rows * 8) : 0);
 	return l;
 }
 
-static size_t gpu_strip_scratch(uint64_t n, int quality)
+static size_t gpu_strip_scratch(const png_plan *pl)
 {
-	return (size_t)strip_layout_of(n, quality).total;
+	uint64_t n = (uint64_t)pl->rows_per_strip * png_plan_rowlen(pl);
+	return (size_t)strip_layout_of(n, pl->rows_per_strip, pl->quality).total;
 }
 
 struct strip_ptrs {
 	uint8_t *filt;
-	uint32_t *best;    // fast, medium: png_match_at of every position; high: png_match_cands
+	uint32_t *best;    // png_match_at of every position (high: png_match_cands, or the trials')
 	uint32_t *tokens;  // fast, medium: a block's tokens; high: the parse choices (over prev)
 	uint32_t *head, *prev;
+	uint64_t *keys;    // high: the filter trials' key of each row (png_trial_row)
 	uint8_t *out;  // the strip's deflate data, 4-byte words, zeroed before writing
 	uint64_t out_cap;
 };
@@ -87,17 +91,18 @@ struct strip_ptrs {
 __device__ static strip_ptrs strip_scratch(uint8_t *scratch, const png_plan *pl, uint32_t i)
 {
 	uint64_t n = (uint64_t)pl->rows_per_strip * png_plan_rowlen(pl);
-	strip_layout l = strip_layout_of(n, pl->quality);
+	strip_layout l = strip_layout_of(n, pl->rows_per_strip, pl->quality);
 	uint8_t *b = scratch + pl->scratch_off + (uint64_t)i * pl->strip_scratch;
-	int chain = png_defl_level_for(pl->quality).chain > 0;
+	png_defl_level lv = png_defl_level_for(pl->quality);
 	strip_ptrs p;
 	p.filt = b;
 	p.best = (uint32_t *)(b + l.search);
-	p.head = chain ? (uint32_t *)(b + l.search) : NULL;
+	p.head = lv.chain ? (uint32_t *)(b + l.search) : NULL;
 	p.out = b + l.out;
 	p.out_cap = png_deflate_strip_bound(n);
-	p.prev = chain ? (uint32_t *)(b + l.prev) : NULL;
-	p.tokens = (uint32_t *)(b + (png_defl_level_for(pl->quality).optimal ? l.prev : l.tokens));
+	p.prev = lv.chain ? (uint32_t *)(b + l.prev) : NULL;
+	p.tokens = (uint32_t *)(b + (lv.optimal ? l.prev : l.tokens));
+	p.keys = lv.optimal ? (uint64_t *)(b + l.keys) : NULL;
 	return p;
 }
 
@@ -117,7 +122,10 @@ __device__ __forceinline__ static uint32_t src_byte(const png_plan *pl, const ui
 
 // ---- 1. filter --------------------------------------------------------------------------
 
-__global__ void pngenc_filter_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch)
+// force >= 0: that filter throughout (high's trials, for the images that take them); else
+// each row's own: forced by the plan, high's trial winner, or libpng's heuristic.
+__global__ void pngenc_filter_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch,
+				     int force)
 {
 	// a warp per row: rows depend on the source pixels only (row r - 1 of the strip is
 	// read unfiltered), so all rows of the batch run at once
@@ -129,12 +137,18 @@ __global__ void pngenc_filter_kernel(const png_plan *plans, uint32_t count, uint
 		strip_ptrs sp = strip_scratch(scratch, pl, i);
 		uint32_t y0, rows = png_plan_strip_rows(pl, i, &y0);
 		uint32_t rb = pl->rowbytes, bpp = pl->bpp, rowlen = rb + 1;
+		int trials = png_plan_trials(pl);
+		if (force >= 0 && !trials)
+			continue;
+		int mode = force >= 0 ? force : pl->filter;
 		for (uint32_t r = blockIdx.x * wpc + threadIdx.x / 32; r < rows; r += gridDim.x * wpc) {
 			const uint8_t *row = pl->pixels + (uint64_t)(y0 + r) * pl->stride;
 			const uint8_t *prev = r ? row - pl->stride : NULL;
 			int type;
-			if (pl->filter != PNG_FILTER_ADAPTIVE) {
-				type = prev ? pl->filter : png_filter_first_row(pl->filter);
+			if (mode != PNG_FILTER_ADAPTIVE) {
+				type = prev ? mode : png_filter_first_row(mode);
+			} else if (trials) {
+				type = (int)(sp.keys[r] & 7u);
 			} else if (pl->none_only) {
 				type = PNG_FILTER_NONE;
 			} else {
@@ -211,15 +225,20 @@ __global__ void pngenc_chain_kernel(const png_plan *plans, uint32_t count, uint6
 
 // ---- 3. matches -------------------------------------------------------------------------
 
-__global__ void pngenc_match_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch)
+// trial: high's filter trials, png_match_at at medium's search (png_trial_strip).
+__global__ void pngenc_match_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch,
+				    int trial)
 {
 	for (uint64_t k = blockIdx.y; k < strips; k += gridDim.y) {
 		const png_plan *pl = &plans[plan_of(plans, count, k)];
 		uint32_t i = (uint32_t)(k - pl->first_strip);
+		if (trial && !png_plan_trials(pl))
+			continue;
 		strip_ptrs sp = strip_scratch(scratch, pl, i);
 		uint32_t y0, n = png_plan_strip_rows(pl, i, &y0) * png_plan_rowlen(pl);
 		png_matcher m;
-		png_matcher_init(&m, sp.filt, n, png_plan_rowlen(pl), pl->bpp, pl->quality, sp.head, sp.prev);
+		png_matcher_init(&m, sp.filt, n, png_plan_rowlen(pl), pl->bpp, trial ? KILN_QUALITY_MEDIUM : pl->quality,
+				 sp.head, sp.prev);
 		for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += gridDim.x * blockDim.x) {
 			if (m.level.optimal) {
 				png_match_cands(&m, p, sp.best + (uint64_t)p * PNG_OPT_CANDS);
@@ -229,6 +248,22 @@ __global__ void pngenc_match_kernel(const png_plan *plans, uint32_t count, uint6
 			uint32_t len = png_match_at(&m, p, &dist);
 			sp.best[p] = len ? (dist << 16 | len) : 0;
 		}
+	}
+}
+
+// High's filter trial `type`: a thread per row costs it (png_trial_row) from the strip
+// filtered throughout with type and its matches.
+__global__ void pngenc_trial_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch, int type)
+{
+	for (uint64_t k = blockIdx.y; k < strips; k += gridDim.y) {
+		const png_plan *pl = &plans[plan_of(plans, count, k)];
+		uint32_t i = (uint32_t)(k - pl->first_strip);
+		if (!png_plan_trials(pl))
+			continue;
+		strip_ptrs sp = strip_scratch(scratch, pl, i);
+		uint32_t y0, rows = png_plan_strip_rows(pl, i, &y0);
+		for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
+			png_trial_row(sp.filt, sp.best, r, png_plan_rowlen(pl), type, sp.keys);
 	}
 }
 
@@ -667,6 +702,7 @@ struct gpu_layout {
 	size_t plans_off, results_off, scratch_off, total;
 	uint64_t strips, max_n;
 	uint32_t valid, max_rows;
+	int chain;  // the quality searches hash chains
 };
 
 static int chain_of(const kiln_pngenc_params *params)
@@ -684,13 +720,14 @@ static void layout_batch(const kiln_pngenc_params *params, const kiln_pngenc_ima
 			 gpu_layout *L)
 {
 	memset(L, 0, sizeof *L);
+	L->chain = chain_of(params);
 	size_t scratch = 0;
 	for (size_t i = 0; i < count; i++) {
 		png_plan pl;
 		if (plan_one(params, &images[i], &pl) != KILN_OK)
 			continue;
 		uint64_t n = (uint64_t)pl.rows_per_strip * png_plan_rowlen(&pl);
-		scratch += gpu_strip_scratch(n, pl.quality) * pl.strip_count;
+		scratch += gpu_strip_scratch(&pl) * pl.strip_count;
 		L->strips += pl.strip_count;
 		L->max_n = n > L->max_n ? n : L->max_n;
 		L->max_rows = pl.rows_per_strip > L->max_rows ? pl.rows_per_strip : L->max_rows;
@@ -739,6 +776,26 @@ static unsigned grid_cap(Kernel kernel, int threads, uint64_t want)
 	return (unsigned)(g ? g : 1);
 }
 
+// The filter, chain and match kernels over every strip: force >= 0, high's filter trial of
+// that type (png_trial_strip); -1, the strips' own filters and search.
+static void launch_filter_search(const gpu_layout *L, const png_plan *d_plans, uint32_t valid, uint64_t strips,
+				 uint8_t *d_scratch, int force, cudaStream_t s)
+{
+	const int warps_per_cta = 4;
+	unsigned gs = (unsigned)(strips < 65535 ? strips : 65535);
+	uint64_t gx = (L->max_rows + warps_per_cta - 1) / warps_per_cta;
+	dim3 grid1((unsigned)(gx < 65535 ? gx : 65535), gs);
+	pngenc_filter_kernel<<<grid1, 32 * warps_per_cta, 0, s>>>(d_plans, valid, strips, d_scratch, force);
+	if (force >= 0 || L->chain) {  // the trials search as medium does
+		unsigned g2 = grid_cap(pngenc_chain_kernel, 32 * warps_per_cta, (strips + warps_per_cta - 1) / warps_per_cta);
+		pngenc_chain_kernel<<<g2, 32 * warps_per_cta, 0, s>>>(d_plans, valid, strips, d_scratch);
+	}
+	const int threads = 128;
+	uint64_t gx3 = (L->max_n + threads - 1) / threads;
+	dim3 grid3((unsigned)(gx3 < 65535 ? gx3 : 65535), gs);
+	pngenc_match_kernel<<<grid3, threads, 0, s>>>(d_plans, valid, strips, d_scratch, force >= 0);
+}
+
 extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, const kiln_pngenc_image *images,
 					      uint8_t *const *dst, const size_t *dst_caps, uint64_t *d_out_sizes,
 					      size_t count, kiln_status *status, void *d_temp, size_t temp_size,
@@ -757,7 +814,6 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 	png_plan *d_plans = (png_plan *)(base + L.plans_off);
 	png_strip_result *d_results = (png_strip_result *)(base + L.results_off);
 	uint8_t *d_scratch = base + L.scratch_off;
-	int chain = chain_of(params);
 
 	enum { CHUNK = 32 };
 	png_plan chunk[CHUNK];
@@ -772,20 +828,17 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 			// keeps the layout of layout_batch: a plan valid there but refused here
 			// (destination) still takes its scratch, unused
 			png_plan tmp;
-			if (plan_one(params, &images[i], &tmp) == KILN_OK) {
-				uint64_t n = (uint64_t)tmp.rows_per_strip * png_plan_rowlen(&tmp);
-				scratch_at += gpu_strip_scratch(n, tmp.quality) * tmp.strip_count;
-			}
+			if (plan_one(params, &images[i], &tmp) == KILN_OK)
+				scratch_at += gpu_strip_scratch(&tmp) * tmp.strip_count;
 			status[i] = st;
 			if (cudaMemsetAsync(d_out_sizes + i, 0, sizeof(uint64_t), s) != cudaSuccess)
 				return KILN_ERR_CUDA;
 			continue;
 		}
 		status[i] = KILN_OK;
-		uint64_t n = (uint64_t)pl->rows_per_strip * png_plan_rowlen(pl);
 		pl->dst = dst[i];
 		pl->first_strip = strips;
-		pl->strip_scratch = gpu_strip_scratch(n, pl->quality);
+		pl->strip_scratch = gpu_strip_scratch(pl);
 		pl->scratch_off = scratch_at;
 		pl->batch_index = (uint32_t)i;
 		scratch_at += pl->strip_scratch * pl->strip_count;
@@ -811,22 +864,16 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 		return KILN_OK;
 
 	cudaGetLastError();
-	const int warps_per_cta = 4;
-	{
-		uint64_t gx = (L.max_rows + warps_per_cta - 1) / warps_per_cta;
-		dim3 grid((unsigned)(gx < 65535 ? gx : 65535), (unsigned)(strips < 65535 ? strips : 65535));
-		pngenc_filter_kernel<<<grid, 32 * warps_per_cta, 0, s>>>(d_plans, valid, strips, d_scratch);
+	if (png_defl_level_for((int)params->quality).optimal && params->filter == KILN_PNGENC_FILTER_ADAPTIVE) {
+		for (int type = 0; type < 5; type++) {
+			launch_filter_search(&L, d_plans, valid, strips, d_scratch, type, s);
+			const int threads = 64;
+			uint64_t gx = (L.max_rows + threads - 1) / threads;
+			dim3 grid((unsigned)(gx < 65535 ? gx : 65535), (unsigned)(strips < 65535 ? strips : 65535));
+			pngenc_trial_kernel<<<grid, threads, 0, s>>>(d_plans, valid, strips, d_scratch, type);
+		}
 	}
-	if (chain) {
-		unsigned g2 = grid_cap(pngenc_chain_kernel, 32 * warps_per_cta, (strips + warps_per_cta - 1) / warps_per_cta);
-		pngenc_chain_kernel<<<g2, 32 * warps_per_cta, 0, s>>>(d_plans, valid, strips, d_scratch);
-	}
-	{
-		const int threads = 128;
-		uint64_t gx = (L.max_n + threads - 1) / threads;
-		dim3 grid((unsigned)(gx < 65535 ? gx : 65535), (unsigned)(strips < 65535 ? strips : 65535));
-		pngenc_match_kernel<<<grid, threads, 0, s>>>(d_plans, valid, strips, d_scratch);
-	}
+	launch_filter_search(&L, d_plans, valid, strips, d_scratch, -1, s);
 	if (png_defl_level_for((int)params->quality).optimal) {
 		unsigned g4 = grid_cap(pngenc_opt_kernel, 32, strips);
 		pngenc_opt_kernel<<<g4, 32, 0, s>>>(d_plans, valid, strips, d_scratch, d_results);
