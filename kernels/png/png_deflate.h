@@ -63,6 +63,23 @@ KILN_HD uint32_t png_log2(uint32_t x)  /* x > 0 */
 #endif
 }
 
+/* log2(x) for x >= 1 in 16.16 fixed point, by integers alone (the mantissa squared 16
+ * times, a bit of the fraction each), so every backend gets the same value. */
+KILN_HD uint32_t png_log2_q16(uint32_t x)
+{
+	uint32_t e = png_log2(x);
+	uint64_t m = e <= 30 ? (uint64_t)x << (30 - e) : (uint64_t)(x >> 1);  /* [1, 2) in Q30 */
+	uint32_t frac = 0;
+	for (int b = 15; b >= 0; b--) {
+		m = (m * m) >> 30;
+		if (m >= (1ull << 31)) {
+			m >>= 1;
+			frac |= 1u << b;
+		}
+	}
+	return e << 16 | frac;
+}
+
 KILN_HD uint32_t png_bitrev(uint32_t code, uint32_t len)
 {
 	uint32_t r = 0;

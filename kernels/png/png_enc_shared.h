@@ -170,23 +170,6 @@ KILN_HD int png_plan_trials(const png_plan *pl)
  * entropy): 0, 1, 2, 3 give 1.0008, 1.0006, 1.0004, 1.0003 x libpng in the measure above. */
 #define PNG_TRIAL_MATCH_BITS 3u
 
-/* log2(x) for x >= 1 in 16.16 fixed point, by integers alone (the mantissa squared 16
- * times, a bit of the fraction each), so every backend gets the same value. */
-KILN_HD uint32_t png_log2_q16(uint32_t x)
-{
-	uint32_t e = png_log2(x);
-	uint64_t m = e <= 30 ? (uint64_t)x << (30 - e) : (uint64_t)(x >> 1);  /* [1, 2) in Q30 */
-	uint32_t frac = 0;
-	for (int b = 15; b >= 0; b--) {
-		m = (m * m) >> 30;
-		if (m >= (1ull << 31)) {
-			m >>= 1;
-			frac |= 1u << b;
-		}
-	}
-	return e << 16 | frac;
-}
-
 /* The estimated bits (16.16) of d[from, to) under a lazy parse with the matches best
  * (png_match_at of every position, len | dist << 16; a match stops at `to`): the entropy
  * of the literals within the range plus, for each match, its distance's extra bits and
