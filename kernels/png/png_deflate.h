@@ -15,7 +15,7 @@
  *            runs, bpp: the pixel to the left, one row up), greedy parse; no hash table.
  *   medium : the same plus a hash chain of depth 16, lazy matching (as zlib's levels 4-9).
  *   high   : a list of candidates per position (fixed distances and a hash chain of depth
- *            128: each length with the nearest distance that gives it), and per block the
+ *            256: each length with the nearest distance that gives it), and per block the
  *            parse of least cost in bits under the Huffman codes of the previous parse
  *            (png_deflate_strip_opt).
  * Each block (fast, medium: at most PNG_DEFL_BLOCK_TOKENS tokens; high: at most
@@ -714,7 +714,7 @@ KILN_HD png_defl_level png_defl_level_for(int quality)
 		l.nice = 128;
 		l.optimal = 0;
 	} else {
-		l.chain = 128;
+		l.chain = 256;
 		l.lazy = PNG_DEFL_MAX_MATCH + 1;
 		l.nice = PNG_DEFL_MAX_MATCH;
 		l.optimal = 1;
@@ -867,7 +867,7 @@ KILN_HD void png_add_match(png_block_tables *t, uint32_t *tokens, uint32_t *ntok
  * 1.0093, 1.0089, 1.0089, 1.0089 x libpng's size (the GPU keeps them all in scratch). */
 #define PNG_OPT_CANDS 3
 /* Parses per block: 1, 2, 3, 4, 6 give 1.0113, 1.0093, 1.0089, 1.0089, 1.0088. */
-#define PNG_OPT_PASSES 3
+#define PNG_OPT_PASSES 4
 /* A symbol without a code in the previous parse costs as the longest code plus this. */
 #define PNG_OPT_UNUSED 2
 /* Bytes of a block, at most: a strip longer than this is cut into equal blocks. */

@@ -225,7 +225,7 @@ __global__ void pngenc_chain_kernel(const png_plan *plans, uint32_t count, uint6
 
 // ---- 3. matches -------------------------------------------------------------------------
 
-// trial: high's filter trials, png_match_at at medium's search (png_trial_strip).
+// trial: high's filter trials, png_match_at with png_trial_matcher (png_trial_strip).
 __global__ void pngenc_match_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch,
 				    int trial)
 {
@@ -237,8 +237,10 @@ __global__ void pngenc_match_kernel(const png_plan *plans, uint32_t count, uint6
 		strip_ptrs sp = strip_scratch(scratch, pl, i);
 		uint32_t y0, n = png_plan_strip_rows(pl, i, &y0) * png_plan_rowlen(pl);
 		png_matcher m;
-		png_matcher_init(&m, sp.filt, n, png_plan_rowlen(pl), pl->bpp, trial ? KILN_QUALITY_MEDIUM : pl->quality,
-				 sp.head, sp.prev);
+		if (trial)
+			png_trial_matcher(&m, sp.filt, n, png_plan_rowlen(pl), pl->bpp, sp.head, sp.prev);
+		else
+			png_matcher_init(&m, sp.filt, n, png_plan_rowlen(pl), pl->bpp, pl->quality, sp.head, sp.prev);
 		for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += gridDim.x * blockDim.x) {
 			if (m.level.optimal) {
 				png_match_cands(&m, p, sp.best + (uint64_t)p * PNG_OPT_CANDS);

@@ -32,8 +32,8 @@
  * fast in 16 KiB strips (75 an image) +1.1 %, medium in 20 KiB strips (64) +3.9 %, 1.027x
  * libpng's size (in 32 KiB strips, 37, medium decoded 10% slower on the GPU: too few
  * warps). High takes medium's strips (64 KiB strips, 19 an image, decoded at 13 GB/s on
- * the GPU against medium's 20): its optimal parse makes up most of what they cost, 1.009x
- * libpng's size (docs/PNG.md). */
+ * the GPU against medium's 20): its optimal parse and filters by trial make up for them,
+ * 0.9999x libpng's size (docs/PNG.md). */
 #define PNG_ENC_STRIP_TARGET(quality) ((quality) == KILN_QUALITY_FAST ? 16384u : 20480u)
 /* IDAT data of one strip, at most (a chunk's length must stay below 2^31). */
 #define PNG_ENC_STRIP_MAX (1u << 30)
@@ -156,18 +156,19 @@ KILN_HD uint32_t png_filter_strip(const png_plan *pl, uint32_t i, int force, con
 /* ---- high's filter choice ------------------------------------------------------------- */
 
 /* High picks each row's filter by trial: the strip filtered with each of the five filters
- * throughout, its matches found as medium finds them (over the whole strip: what the
- * rows above offer), and each row costed by png_trial_cost; each row keeps its cheapest
- * filter. On Kodak in 20 KiB strips that takes the optimal parse from 1.0089 to 1.0003 x
- * libpng's size (libpng's heuristic, the sum of the bytes as signed magnitudes, does not
- * see matches). Adaptive filters on whole bytes only (otherwise the rule is None). */
+ * throughout, its matches found (png_trial_matcher, over the whole strip: what the rows
+ * above offer), and each row costed by png_trial_cost; each row keeps its cheapest filter.
+ * On Kodak in 20 KiB strips that takes the optimal parse from 1.0089 to 1.0001 x libpng's
+ * size (libpng's heuristic, the sum of the bytes as signed magnitudes, does not see
+ * matches). Adaptive filters on whole bytes only (otherwise the rule is None). */
 KILN_HD int png_plan_trials(const png_plan *pl)
 {
 	return png_defl_level_for(pl->quality).optimal && pl->filter == PNG_FILTER_ADAPTIVE && !pl->none_only;
 }
 
 /* A match's cost in a trial besides its distance's extra bits (the literals cost their
- * entropy): 0, 1, 2, 3 give 1.0008, 1.0006, 1.0004, 1.0003 x libpng in the measure above. */
+ * entropy): 0, 1, 2, 3 give 1.0008, 1.0006, 1.0004, 1.0003 x libpng in the measure above
+ * (with medium's chains of 16; with chains of 1: 2, 3, 4 give 1.0003, 1.0001, 1.0001). */
 #define PNG_TRIAL_MATCH_BITS 3u
 
 /* The estimated bits (16.16) of d[from, to) under a lazy parse with the matches best
@@ -204,6 +205,18 @@ KILN_HD uint64_t png_trial_cost(const uint8_t *d, const uint32_t *best, uint32_t
 	return bits;
 }
 
+/* The search of high's trials: medium's with a chain of PNG_TRIAL_CHAIN entries (1, 2, 4,
+ * 16 give 1.0001, 1.0002, 1.0002, 1.0003 x libpng with 3 parses: the trials judge a
+ * filter by the matches close at hand, and a deeper search costs time for nothing). */
+#define PNG_TRIAL_CHAIN 1u
+
+KILN_HD void png_trial_matcher(png_matcher *m, const uint8_t *u, uint32_t n, uint32_t rowlen, uint32_t bpp,
+			       uint32_t *head, uint32_t *prev)
+{
+	png_matcher_init(m, u, n, rowlen, bpp, KILN_QUALITY_MEDIUM, head, prev);
+	m->level.chain = PNG_TRIAL_CHAIN;
+}
+
 /* Trial `type` of row r (rows of rowlen bytes, filtered throughout with type in u, with
  * matches best): keys[r] (cost << 3 | type) keeps the cheaper of it and the earlier trials
  * (ties to the lower type, tried first). The first row of a strip tries None and Sub
@@ -220,7 +233,7 @@ KILN_HD void png_trial_row(const uint8_t *u, const uint32_t *best, uint32_t r, u
 }
 
 /* High's trials for strip i on one thread: each filter in turn into filt, the chains (s:
- * head and prev) and png_match_at at medium's search into best (n entries), each row
+ * head and prev) and png_match_at with png_trial_matcher into best (n entries), each row
  * costed into keys (a key a row). */
 KILN_HD void png_trial_strip(const png_plan *pl, uint32_t i, uint8_t *filt, uint8_t *rowbuf, png_defl_scratch *s,
 			     uint32_t *best, uint64_t *keys)
@@ -231,7 +244,7 @@ KILN_HD void png_trial_strip(const png_plan *pl, uint32_t i, uint8_t *filt, uint
 		for (uint32_t h = 0; h < PNG_DEFL_HASH_SIZE; h++)
 			s->head[h] = PNG_DEFL_NONE;
 		png_matcher m;
-		png_matcher_init(&m, filt, n, rowlen, pl->bpp, KILN_QUALITY_MEDIUM, s->head, s->prev);
+		png_trial_matcher(&m, filt, n, rowlen, pl->bpp, s->head, s->prev);
 		png_matcher_insert(&m, n);
 		for (uint32_t p = 0; p < n; p++) {
 			uint32_t dist = 0, len = png_match_at(&m, p, &dist);
