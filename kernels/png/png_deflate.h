@@ -863,16 +863,20 @@ KILN_HD void png_add_match(png_block_tables *t, uint32_t *tokens, uint32_t *ntok
 
 /* ---- optimal parse (high) ------------------------------------------------------------ */
 
-/* Candidates kept per position: on Kodak in 20 KiB strips 1, 2, 3, 4, 8 give 1.0106,
- * 1.0093, 1.0089, 1.0089, 1.0089 x libpng's size (the GPU keeps them all in scratch). */
+/* Candidates kept per position: on Kodak in 20 KiB strips (libpng's filter heuristic,
+ * chains of 128) 1, 2, 3, 4, 8 give 1.0106, 1.0093, 1.0089, 1.0089, 1.0089 x libpng's
+ * size (the GPU keeps them all in scratch, 4 bytes each). */
 #define PNG_OPT_CANDS 3
-/* Parses per block: 1, 2, 3, 4, 6 give 1.0113, 1.0093, 1.0089, 1.0089, 1.0088. */
+/* Parses per block: in the same measure 1, 2, 3, 4, 6 give 1.0113, 1.0093, 1.0089, 1.0089,
+ * 1.0088; with filters by trial 3 and 4 give 1.0001 and 1.0000. */
 #define PNG_OPT_PASSES 4
 /* A symbol without a code in the previous parse costs as the longest code plus this. */
 #define PNG_OPT_UNUSED 2
 /* Bytes of a block, at most: a strip longer than this is cut into equal blocks. */
 #define PNG_OPT_BLOCK 32768u
 #define PNG_OPT_RING 512u
+/* A candidate this long is taken whole (png_opt_parse). */
+#define PNG_OPT_LONG 128u
 
 /* The fixed distances usable at p, ascending, into fd; returns how many. */
 KILN_HD uint32_t png_fixed_dists_sorted(const png_matcher *m, uint32_t p, uint32_t fd[3])
@@ -1012,7 +1016,20 @@ KILN_HD void png_opt_parse(const uint8_t *d, uint32_t start, uint32_t end, const
 		uint32_t best = ring[(p + 1) & (PNG_OPT_RING - 1)] + c->lit[d[p]], pick = 1;
 		const uint32_t *cp = cands + (uint64_t)p * PNG_OPT_CANDS;
 		uint32_t lo = PNG_DEFL_MIN_MATCH, room = end - p;
-		for (uint32_t k = 0; k < PNG_OPT_CANDS && cp[k] && lo <= room; k++) {
+		uint32_t nc = 0;
+		while (nc < PNG_OPT_CANDS && cp[nc])
+			nc++;
+		if (nc && (cp[nc - 1] & 0xFFFFu) >= PNG_OPT_LONG && room >= PNG_OPT_LONG) {
+			/* a long match (runs, flat areas): taken whole, so such a strip costs a
+			 * step a position rather than one a length */
+			uint32_t len = cp[nc - 1] & 0xFFFFu, dist = cp[nc - 1] >> 16, ne, ev;
+			len = len < room ? len : room;
+			ring[p & (PNG_OPT_RING - 1)] = ring[(p + len) & (PNG_OPT_RING - 1)] + c->len[len] +
+						       c->dist[png_dist_code(dist, &ne, &ev)];
+			choice[p] = dist << 16 | len;
+			continue;
+		}
+		for (uint32_t k = 0; k < nc && lo <= room; k++) {
 			uint32_t len = cp[k] & 0xFFFFu, dist = cp[k] >> 16, ne, ev;
 			if (len > room)
 				len = room;

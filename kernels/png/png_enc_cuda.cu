@@ -254,7 +254,7 @@ __global__ void pngenc_match_kernel(const png_plan *plans, uint32_t count, uint6
 }
 
 // High's filter trial `type`: a thread per row costs it (png_trial_row) from the strip
-// filtered throughout with type and its matches.
+// filtered throughout with type and the matches of all its positions.
 __global__ void pngenc_trial_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch, int type)
 {
 	for (uint64_t k = blockIdx.y; k < strips; k += gridDim.y) {
@@ -263,9 +263,11 @@ __global__ void pngenc_trial_kernel(const png_plan *plans, uint32_t count, uint6
 		if (!png_plan_trials(pl))
 			continue;
 		strip_ptrs sp = strip_scratch(scratch, pl, i);
-		uint32_t y0, rows = png_plan_strip_rows(pl, i, &y0);
+		uint32_t y0, rows = png_plan_strip_rows(pl, i, &y0), rowlen = png_plan_rowlen(pl);
+		png_matcher m;  // best is complete: png_trial_best only reads it
+		png_trial_matcher(&m, sp.filt, rows * rowlen, rowlen, pl->bpp, sp.head, sp.prev);
 		for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
-			png_trial_row(sp.filt, sp.best, r, png_plan_rowlen(pl), type, sp.keys);
+			png_trial_row(&m, sp.best, r, rowlen, type, sp.keys);
 	}
 }
 

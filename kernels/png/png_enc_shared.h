@@ -171,11 +171,23 @@ KILN_HD int png_plan_trials(const png_plan *pl)
  * (with medium's chains of 16; with chains of 1: 2, 3, 4 give 1.0003, 1.0001, 1.0001). */
 #define PNG_TRIAL_MATCH_BITS 3u
 
-/* The estimated bits (16.16) of d[from, to) under a lazy parse with the matches best
- * (png_match_at of every position, len | dist << 16; a match stops at `to`): the entropy
- * of the literals within the range plus, for each match, its distance's extra bits and
- * PNG_TRIAL_MATCH_BITS. */
-KILN_HD uint64_t png_trial_cost(const uint8_t *d, const uint32_t *best, uint32_t from, uint32_t to)
+/* best[p]: png_match_at of p under m as len | dist << 16 (0: none), found on first use
+ * where best holds PNG_DEFL_NONE: the CPU's way, as a parse visits a fraction of the
+ * positions (a strip of long runs, every position's match is 258 bytes long); the GPU
+ * fills best for every position first, all at once. */
+KILN_HD uint32_t png_trial_best(const png_matcher *m, uint32_t *best, uint32_t p)
+{
+	if (best[p] == PNG_DEFL_NONE) {
+		uint32_t dist = 0, len = png_match_at(m, p, &dist);
+		best[p] = len ? (dist << 16 | len) : 0;
+	}
+	return best[p];
+}
+
+/* The estimated bits (16.16) of m's bytes [from, to) under a lazy parse with the matches
+ * png_trial_best gives (a match stops at `to`): the entropy of the literals within the
+ * range plus, for each match, its distance's extra bits and PNG_TRIAL_MATCH_BITS. */
+KILN_HD uint64_t png_trial_cost(const png_matcher *m, uint32_t *best, uint32_t from, uint32_t to)
 {
 	uint32_t hist[256];
 	for (uint32_t v = 0; v < 256; v++)
@@ -183,17 +195,17 @@ KILN_HD uint64_t png_trial_cost(const uint8_t *d, const uint32_t *best, uint32_t
 	uint32_t literals = 0;
 	uint64_t match_bits = 0;
 	for (uint32_t p = from; p < to;) {
-		uint32_t len = best[p] & 0xFFFFu, ne, ev;
+		uint32_t b = png_trial_best(m, best, p), len = b & 0xFFFFu, ne, ev;
 		len = len < to - p ? len : to - p;
-		if (len >= PNG_DEFL_MIN_MATCH && p + 1 < to && (best[p + 1] & 0xFFFFu) > len)
+		if (len >= PNG_DEFL_MIN_MATCH && p + 1 < to && (png_trial_best(m, best, p + 1) & 0xFFFFu) > len)
 			len = 0;
 		if (len < PNG_DEFL_MIN_MATCH) {
-			hist[d[p]]++;
+			hist[m->d[p]]++;
 			literals++;
 			p++;
 			continue;
 		}
-		png_dist_code(best[p] >> 16, &ne, &ev);
+		png_dist_code(b >> 16, &ne, &ev);
 		match_bits += PNG_TRIAL_MATCH_BITS + ne;
 		p += len;
 	}
@@ -217,24 +229,24 @@ KILN_HD void png_trial_matcher(png_matcher *m, const uint8_t *u, uint32_t n, uin
 	m->level.chain = PNG_TRIAL_CHAIN;
 }
 
-/* Trial `type` of row r (rows of rowlen bytes, filtered throughout with type in u, with
- * matches best): keys[r] (cost << 3 | type) keeps the cheaper of it and the earlier trials
- * (ties to the lower type, tried first). The first row of a strip tries None and Sub
- * alone (the layout rule). */
-KILN_HD void png_trial_row(const uint8_t *u, const uint32_t *best, uint32_t r, uint32_t rowlen, int type,
+/* Trial `type` of row r (rows of rowlen bytes, the strip filtered throughout with type in
+ * m's data, png_trial_matcher's chains complete, matches in best): keys[r] (cost << 3 |
+ * type) keeps the cheaper of it and the earlier trials (ties to the lower type, tried
+ * first). The first row of a strip tries None and Sub alone (the layout rule). */
+KILN_HD void png_trial_row(const png_matcher *m, uint32_t *best, uint32_t r, uint32_t rowlen, int type,
 			   uint64_t *keys)
 {
 	if (r == 0 && type > PNG_FILTER_SUB)
 		return;
 	uint64_t from = (uint64_t)r * rowlen;
-	uint64_t key = png_trial_cost(u, best, (uint32_t)from + 1, (uint32_t)(from + rowlen)) << 3 | (uint32_t)type;
+	uint64_t key = png_trial_cost(m, best, (uint32_t)from + 1, (uint32_t)(from + rowlen)) << 3 | (uint32_t)type;
 	if (type == 0 || key < keys[r])
 		keys[r] = key;
 }
 
 /* High's trials for strip i on one thread: each filter in turn into filt, the chains (s:
- * head and prev) and png_match_at with png_trial_matcher into best (n entries), each row
- * costed into keys (a key a row). */
+ * head and prev), each row costed into keys (a key a row) with the matches it needs
+ * found as it goes (best: n entries). */
 KILN_HD void png_trial_strip(const png_plan *pl, uint32_t i, uint8_t *filt, uint8_t *rowbuf, png_defl_scratch *s,
 			     uint32_t *best, uint64_t *keys)
 {
@@ -246,12 +258,10 @@ KILN_HD void png_trial_strip(const png_plan *pl, uint32_t i, uint8_t *filt, uint
 		png_matcher m;
 		png_trial_matcher(&m, filt, n, rowlen, pl->bpp, s->head, s->prev);
 		png_matcher_insert(&m, n);
-		for (uint32_t p = 0; p < n; p++) {
-			uint32_t dist = 0, len = png_match_at(&m, p, &dist);
-			best[p] = len ? (dist << 16 | len) : 0;
-		}
+		for (uint32_t p = 0; p < n; p++)
+			best[p] = PNG_DEFL_NONE;
 		for (uint32_t r = 0; r < rows; r++)
-			png_trial_row(filt, best, r, rowlen, type, keys);
+			png_trial_row(&m, best, r, rowlen, type, keys);
 	}
 	for (uint32_t h = 0; h < PNG_DEFL_HASH_SIZE; h++)
 		s->head[h] = PNG_DEFL_NONE;
