@@ -165,7 +165,7 @@ static int size_section(const bench_set *set, pe_out *out, kiln_pool *pool, benc
 {
 	bench_section *sec = bench_section_add(report, "PNG encoder: file size (24 Kodak images, RGB8)",
 		"Bytes of all 24 files. Anchor: libpng 1.6 png_write with its defaults (zlib level 6, "
-		"adaptive filters). kiln: default layout (kiSt strips of about 16, 32 and 64 KiB of filtered bytes at fast, medium and high). "
+		"adaptive filters). kiln: default layout (kiSt strips of about 16, 20 and 20 KiB of filtered bytes at fast, medium and high). "
 		"Targets: medium <= 1.03 x, fast <= 1.10 x. Ratio: kiln / libpng.");
 	pe_run lib = { set, out, pool, 1, KILN_QUALITY_MEDIUM, KILN_OK, 0, {0} };
 	run_encoder(&lib);

@@ -13,10 +13,14 @@
  * Quality:
  *   fast   : candidates at the fixed distances that filtered image data repeats at (1:
  *            runs, bpp: the pixel to the left, one row up), greedy parse; no hash table.
- *   medium : the same plus a hash chain of depth 4, lazy matching (as zlib's levels 4-9).
- *   high   : hash chains of depth 128, lazy matching on every match.
- * Each block (at most PNG_DEFL_BLOCK_TOKENS tokens) is written with the cheapest of
- * stored, fixed and dynamic Huffman codes, by exact bit count. */
+ *   medium : the same plus a hash chain of depth 16, lazy matching (as zlib's levels 4-9).
+ *   high   : a list of candidates per position (fixed distances and a hash chain of depth
+ *            256: each length with the nearest distance that gives it), and per block the
+ *            parse of least cost in bits under the Huffman codes of the previous parse
+ *            (png_deflate_strip_opt).
+ * Each block (fast, medium: at most PNG_DEFL_BLOCK_TOKENS tokens; high: at most
+ * PNG_OPT_BLOCK bytes) is written with the cheapest of stored, fixed and dynamic Huffman
+ * codes, by exact bit count. */
 #ifndef KILN_PNG_DEFLATE_H
 #define KILN_PNG_DEFLATE_H
 
@@ -57,6 +61,23 @@ KILN_HD uint32_t png_log2(uint32_t x)  /* x > 0 */
 #else
 	return 31u - (uint32_t)__builtin_clz(x);
 #endif
+}
+
+/* log2(x) for x >= 1 in 16.16 fixed point, by integers alone (the mantissa squared 16
+ * times, a bit of the fraction each), so every backend gets the same value. */
+KILN_HD uint32_t png_log2_q16(uint32_t x)
+{
+	uint32_t e = png_log2(x);
+	uint64_t m = e <= 30 ? (uint64_t)x << (30 - e) : (uint64_t)(x >> 1);  /* [1, 2) in Q30 */
+	uint32_t frac = 0;
+	for (int b = 15; b >= 0; b--) {
+		m = (m * m) >> 30;
+		if (m >= (1ull << 31)) {
+			m >>= 1;
+			frac |= 1u << b;
+		}
+	}
+	return e << 16 | frac;
 }
 
 KILN_HD uint32_t png_bitrev(uint32_t code, uint32_t len)
@@ -673,6 +694,7 @@ typedef struct png_defl_level {
 	uint32_t chain;     /* hash-chain candidates per position; 0: no hash table */
 	uint32_t lazy;      /* try the next position when the match is shorter than this; 0: greedy */
 	uint32_t nice;      /* stop searching at a match this long */
+	uint32_t optimal;   /* parse by png_deflate_strip_opt (candidate lists, cost passes) */
 } png_defl_level;
 
 KILN_HD png_defl_level png_defl_level_for(int quality)
@@ -682,6 +704,7 @@ KILN_HD png_defl_level png_defl_level_for(int quality)
 		l.chain = 0;
 		l.lazy = 0;
 		l.nice = 64;
+		l.optimal = 0;
 	} else if (quality == 1) {
 		/* (4 / 16 / 64 until session 14: this search pays for medium's 20 KiB strips,
 		 * which decode 10% faster on the GPU than 32 KiB ones, within the 1.03 size
@@ -689,10 +712,12 @@ KILN_HD png_defl_level png_defl_level_for(int quality)
 		l.chain = 16;
 		l.lazy = 32;
 		l.nice = 128;
+		l.optimal = 0;
 	} else {
-		l.chain = 128;
+		l.chain = 256;
 		l.lazy = PNG_DEFL_MAX_MATCH + 1;
 		l.nice = PNG_DEFL_MAX_MATCH;
+		l.optimal = 1;
 	}
 	return l;
 }
@@ -740,6 +765,13 @@ KILN_HD void png_matcher_insert(png_matcher *m, uint32_t end)
 		m->inserted = end;
 }
 
+/* The longest match the data allows at p: up to the strip's end, at most 258. */
+KILN_HD uint32_t png_max_match(const png_matcher *m, uint32_t p)
+{
+	uint32_t maxlen = m->n - p;
+	return maxlen > PNG_DEFL_MAX_MATCH ? PNG_DEFL_MAX_MATCH : maxlen;
+}
+
 /* The longest match at p (0 if none worth taking), its distance in *dist. Candidates in
  * order: the fixed distances, then the hash chain, most recent first; a candidate
  * replaces the best only when strictly longer. The chain tables must already hold every
@@ -747,9 +779,7 @@ KILN_HD void png_matcher_insert(png_matcher *m, uint32_t end)
  * alone, which lets the GPU search all positions at once. */
 KILN_HD uint32_t png_match_at(const png_matcher *m, uint32_t p, uint32_t *dist)
 {
-	uint32_t maxlen = m->n - p;
-	if (maxlen > PNG_DEFL_MAX_MATCH)
-		maxlen = PNG_DEFL_MAX_MATCH;
+	uint32_t maxlen = png_max_match(m, p);
 	if (maxlen < PNG_DEFL_MIN_MATCH)
 		return 0;
 	const uint8_t *cur = m->d + p;
@@ -811,6 +841,7 @@ KILN_HD uint32_t png_find_match(png_matcher *m, uint32_t p, uint32_t *dist)
  * head and prev, best: the precomputed matches of every position (the GPU's way). */
 typedef struct png_defl_scratch {
 	uint32_t *tokens;
+	uint32_t *cands;
 	uint32_t *head;
 	uint32_t *prev;
 	const uint32_t *best;
@@ -830,12 +861,305 @@ KILN_HD void png_add_match(png_block_tables *t, uint32_t *tokens, uint32_t *ntok
 	t->dfreq[png_dist_code(dist, &ne, &ev)]++;
 }
 
+/* ---- optimal parse (high) ------------------------------------------------------------ */
+
+/* Candidates kept per position: on Kodak in 20 KiB strips (libpng's filter heuristic,
+ * chains of 128) 1, 2, 3, 4, 8 give 1.0106, 1.0093, 1.0089, 1.0089, 1.0089 x libpng's
+ * size (the GPU keeps them all in scratch, 4 bytes each). */
+#define PNG_OPT_CANDS 3
+/* Parses per block: in the same measure 1, 2, 3, 4, 6 give 1.0113, 1.0093, 1.0089, 1.0089,
+ * 1.0088; with filters by trial 3 and 4 give 1.0001 and 1.0000. */
+#define PNG_OPT_PASSES 4
+/* A symbol without a code in the previous parse costs as the longest code plus this. */
+#define PNG_OPT_UNUSED 2
+/* Bytes of a block, at most: a strip longer than this is cut into equal blocks. */
+#define PNG_OPT_BLOCK 32768u
+#define PNG_OPT_RING 512u
+/* A candidate this long is taken whole (png_opt_parse). */
+#define PNG_OPT_LONG 128u
+
+/* The fixed distances usable at p, ascending, into fd; returns how many. */
+KILN_HD uint32_t png_fixed_dists_sorted(const png_matcher *m, uint32_t p, uint32_t fd[3])
+{
+	uint32_t nf = 0;
+	for (int k = 0; k < 3; k++) {
+		uint32_t dd = m->dists[k];
+		if (dd == 0 || dd > p)
+			continue;
+		uint32_t j = nf++;
+		while (j > 0 && fd[j - 1] > dd) {
+			fd[j] = fd[j - 1];
+			j--;
+		}
+		fd[j] = dd;
+	}
+	return nf;
+}
+
+/* Walks the distances to try at p in ascending order: the fixed ones merged into the hash
+ * chain (most recent first, so nearest first; a chain entry at a fixed distance is tried
+ * once). */
+typedef struct png_cand_walk {
+	uint32_t fd[3], nf, fi;
+	uint32_t q;       /* next chain position, PNG_DEFL_NONE: none */
+	uint32_t chain;   /* chain entries left */
+} png_cand_walk;
+
+KILN_HD void png_cand_walk_init(png_cand_walk *cw, const png_matcher *m, uint32_t p)
+{
+	cw->nf = png_fixed_dists_sorted(m, p, cw->fd);
+	cw->fi = 0;
+	cw->q = p + 3 < m->n ? m->prev[p] : PNG_DEFL_NONE;
+	cw->chain = m->level.chain;
+}
+
+/* The next distance, 0 when there is none. */
+KILN_HD uint32_t png_cand_walk_next(png_cand_walk *cw, const png_matcher *m, uint32_t p)
+{
+	uint32_t qd = 0xFFFFFFFFu;
+	if (cw->chain > 0 && cw->q != PNG_DEFL_NONE && p - cw->q <= PNG_DEFL_WINDOW)
+		qd = p - cw->q;
+	uint32_t fixed = cw->fi < cw->nf ? cw->fd[cw->fi] : 0xFFFFFFFFu;
+	if (fixed == 0xFFFFFFFFu && qd == 0xFFFFFFFFu)
+		return 0;
+	if (fixed < qd) {
+		cw->fi++;
+		return fixed;
+	}
+	cw->fi += fixed == qd;
+	cw->chain--;
+	cw->q = m->prev[cw->q];
+	return qd;
+}
+
+/* The candidates of p: up to PNG_OPT_CANDS matches as len | dist << 16, lengths strictly
+ * increasing, each with the smallest distance found for its length (png_cand_walk: when
+ * the list is full a longer match replaces its last entry); the rest of c zero. A
+ * function of the data and p alone once the chains hold every position up to p. */
+KILN_HD uint32_t png_match_cands(const png_matcher *m, uint32_t p, uint32_t *c)
+{
+	uint32_t nc = 0;
+	for (uint32_t k = 0; k < PNG_OPT_CANDS; k++)
+		c[k] = 0;
+	uint32_t maxlen = png_max_match(m, p);
+	if (maxlen < PNG_DEFL_MIN_MATCH)
+		return 0;
+	const uint8_t *cur = m->d + p;
+	uint32_t best = PNG_DEFL_MIN_MATCH - 1;
+	png_cand_walk cw;
+	png_cand_walk_init(&cw, m, p);
+	for (uint32_t dd; best < maxlen && (dd = png_cand_walk_next(&cw, m, p)) != 0;) {
+		const uint8_t *cand = cur - dd;
+		if (cand[best] != cur[best])
+			continue;
+		uint32_t len = png_match_len(cur, cand, maxlen);
+		if (len <= best)
+			continue;
+		best = len;
+		nc -= nc == PNG_OPT_CANDS;
+		c[nc++] = dd << 16 | len;
+	}
+	return nc;
+}
+
+/* Integer bit costs of a block's symbols under one set of Huffman code lengths. */
+typedef struct png_opt_costs {
+	uint16_t lit[256];
+	uint16_t len[PNG_DEFL_MAX_MATCH + 1];  /* length code + extra bits, 3..258 */
+	uint16_t dist[PNG_DEFL_DIST];          /* distance code + extra bits */
+} png_opt_costs;
+
+/* Costs from code lengths; a symbol without a code costs as the longest code plus
+ * PNG_OPT_UNUSED (it would need one). */
+KILN_HD void png_opt_costs_from_lengths(png_opt_costs *c, const uint8_t *llen, const uint8_t *dlen)
+{
+	uint32_t lmax = 0, dmax = 0;
+	for (uint32_t s = 0; s < PNG_DEFL_LITLEN; s++)
+		lmax = llen[s] > lmax ? llen[s] : lmax;
+	for (uint32_t s = 0; s < PNG_DEFL_DIST; s++)
+		dmax = dlen[s] > dmax ? dlen[s] : dmax;
+	lmax += PNG_OPT_UNUSED;
+	dmax += PNG_OPT_UNUSED;
+	for (uint32_t s = 0; s < 256; s++)
+		c->lit[s] = (uint16_t)(llen[s] ? llen[s] : lmax);
+	for (uint32_t l = PNG_DEFL_MIN_MATCH; l <= PNG_DEFL_MAX_MATCH; l++) {
+		uint32_t ne, ev, sym = png_len_code(l, &ne, &ev);
+		c->len[l] = (uint16_t)((llen[sym] ? llen[sym] : lmax) + ne);
+	}
+	for (uint32_t s = 0; s < PNG_DEFL_DIST; s++)
+		c->dist[s] = (uint16_t)((dlen[s] ? dlen[s] : dmax) + png_dist_extra_bits(s));
+}
+
+/* Costs from the block's histogram in t (consumed: zeroed afterwards). */
+KILN_HD void png_opt_costs_from_freq(png_opt_costs *c, png_block_tables *t)
+{
+	t->lfreq[256] = 1;
+	png_huff_lengths(t->lfreq, PNG_DEFL_LITLEN, 15, t->llen, t->keys, t->A);
+	png_huff_lengths(t->dfreq, PNG_DEFL_DIST, 15, t->llen + PNG_DEFL_LITLEN, t->keys, t->A);
+	png_opt_costs_from_lengths(c, t->llen, t->llen + PNG_DEFL_LITLEN);
+	for (uint32_t s = 0; s < PNG_DEFL_LITLEN; s++)
+		t->lfreq[s] = 0;
+	for (uint32_t s = 0; s < PNG_DEFL_DIST; s++)
+		t->dfreq[s] = 0;
+}
+
+/* The cheapest parse of d[start, end) under costs c, as the choice at each position
+ * (1: a literal, else len | dist << 16), found backwards: the cost from p to the end is
+ * the least of a literal or any length 3..len of a candidate (with its distance) plus
+ * the cost from where it ends; ties go to the longer token. ring (PNG_OPT_RING entries):
+ * the costs from the positions after p. */
+KILN_HD void png_opt_parse(const uint8_t *d, uint32_t start, uint32_t end, const uint32_t *cands,
+			   const png_opt_costs *c, uint32_t *ring, uint32_t *choice)
+{
+	ring[end & (PNG_OPT_RING - 1)] = 0;
+	for (uint32_t p = end; p-- > start;) {
+		uint32_t best = ring[(p + 1) & (PNG_OPT_RING - 1)] + c->lit[d[p]], pick = 1;
+		const uint32_t *cp = cands + (uint64_t)p * PNG_OPT_CANDS;
+		uint32_t lo = PNG_DEFL_MIN_MATCH, room = end - p;
+		uint32_t nc = 0;
+		while (nc < PNG_OPT_CANDS && cp[nc])
+			nc++;
+		if (nc && (cp[nc - 1] & 0xFFFFu) >= PNG_OPT_LONG && room >= PNG_OPT_LONG) {
+			/* a long match (runs, flat areas): taken whole, so such a strip costs a
+			 * step a position rather than one a length */
+			uint32_t len = cp[nc - 1] & 0xFFFFu, dist = cp[nc - 1] >> 16, ne, ev;
+			len = len < room ? len : room;
+			ring[p & (PNG_OPT_RING - 1)] = ring[(p + len) & (PNG_OPT_RING - 1)] + c->len[len] +
+						       c->dist[png_dist_code(dist, &ne, &ev)];
+			choice[p] = dist << 16 | len;
+			continue;
+		}
+		for (uint32_t k = 0; k < nc && lo <= room; k++) {
+			uint32_t len = cp[k] & 0xFFFFu, dist = cp[k] >> 16, ne, ev;
+			if (len > room)
+				len = room;
+			uint32_t dc = c->dist[png_dist_code(dist, &ne, &ev)];
+			for (uint32_t l = lo; l <= len; l++) {
+				uint32_t x = ring[(p + l) & (PNG_OPT_RING - 1)] + c->len[l] + dc;
+				if (x <= best) {
+					best = x;
+					pick = dist << 16 | l;
+				}
+			}
+			lo = len + 1;
+		}
+		ring[p & (PNG_OPT_RING - 1)] = best;
+		choice[p] = pick;
+	}
+}
+
+/* Follows the choices from start: the tokens (written over choice from index start on:
+ * a token never lands after the position it is read from) and their histogram in t.
+ * Returns the token count. */
+KILN_HD uint32_t png_opt_walk(const uint8_t *d, uint32_t start, uint32_t end, uint32_t *choice,
+			      png_block_tables *t)
+{
+	uint32_t ntok = 0, *tokens = choice + start;
+	for (uint32_t p = start; p < end;) {
+		uint32_t x = choice[p];
+		if (x == 1) {
+			png_add_literal(t, tokens, &ntok, d[p]);
+			p++;
+		} else {
+			png_add_match(t, tokens, &ntok, x & 0xFFFFu, x >> 16);
+			p += x & 0xFFFFu;
+		}
+	}
+	return ntok;
+}
+
+/* The first cost model: the histogram of a greedy parse (the longest candidate at every
+ * position). */
+KILN_HD void png_opt_first_costs(const uint8_t *d, uint32_t start, uint32_t end, const uint32_t *cands,
+				 png_block_tables *t, png_opt_costs *c)
+{
+	uint32_t ne, ev;
+	for (uint32_t p = start; p < end;) {
+		const uint32_t *cp = cands + (uint64_t)p * PNG_OPT_CANDS;
+		uint32_t k = 0;
+		while (k < PNG_OPT_CANDS && cp[k])
+			k++;
+		uint32_t len = k ? (cp[k - 1] & 0xFFFFu) : 0;
+		if (len > end - p)
+			len = end - p;
+		if (len < PNG_DEFL_MIN_MATCH) {
+			t->lfreq[d[p]]++;
+			p++;
+			continue;
+		}
+		t->lfreq[png_len_code(len, &ne, &ev)]++;
+		t->dfreq[png_dist_code(cp[k - 1] >> 16, &ne, &ev)]++;
+		p += len;
+	}
+	png_opt_costs_from_freq(c, t);
+}
+
+/* Blocks of an optimal-parse strip: equal parts of at most PNG_OPT_BLOCK bytes. */
+KILN_HD uint32_t png_opt_blocks(uint32_t n)
+{
+	return (n + PNG_OPT_BLOCK - 1) / PNG_OPT_BLOCK;
+}
+
+/* The working state of png_deflate_strip_opt (about 9 KiB: the host's stack, the GPU's
+ * shared memory). */
+typedef struct png_opt_work {
+	png_block_tables t;
+	png_opt_costs c;
+	uint32_t ring[PNG_OPT_RING];
+} png_opt_work;
+
+/* png_deflate_strip for high: each block parsed by png_opt_parse, first with the costs of
+ * a greedy parse, then again with the costs of the previous parse, PNG_OPT_PASSES in all.
+ * cands: png_match_cands of every position; choice: n entries of scratch. */
+KILN_HD size_t png_deflate_strip_opt(const uint8_t *d, uint32_t n, int last, const uint32_t *cands,
+				     uint32_t *choice, png_opt_work *wk, uint8_t *out, size_t cap)
+{
+	png_bitw w;
+	png_bw_init(&w, out, cap);
+	png_block_tables *t = &wk->t;
+	for (uint32_t i = 0; i < PNG_DEFL_LITLEN; i++)
+		t->lfreq[i] = 0;
+	for (uint32_t i = 0; i < PNG_DEFL_DIST; i++)
+		t->dfreq[i] = 0;
+	uint32_t nb = png_opt_blocks(n);
+	for (uint32_t b = 0; b < nb; b++) {
+		uint32_t start = (uint32_t)((uint64_t)n * b / nb), end = (uint32_t)((uint64_t)n * (b + 1) / nb);
+		png_opt_first_costs(d, start, end, cands, t, &wk->c);
+		uint32_t ntok = 0;
+		for (uint32_t pass = 0; pass < PNG_OPT_PASSES; pass++) {
+			if (pass > 0)
+				png_opt_costs_from_freq(&wk->c, t);
+			png_opt_parse(d, start, end, cands, &wk->c, wk->ring, choice);
+			ntok = png_opt_walk(d, start, end, choice, t);
+		}
+		png_write_block(&w, t, choice + start, ntok, d + start, end - start, last && b + 1 == nb);
+	}
+	png_bw_end_strip(&w, last);
+	return w.overflow ? 0 : (size_t)((png_bw_bits(&w) + 7) / 8);
+}
+
+/* High on one thread: every position into the chains, the candidates of every position
+ * (s->cands), then png_deflate_strip_opt (choices in s->tokens, n entries). */
+KILN_HD size_t png_deflate_strip_high(const uint8_t *d, uint32_t n, uint32_t rowlen, uint32_t bpp, int quality,
+				      int last, png_defl_scratch *s, uint8_t *out, size_t cap)
+{
+	png_matcher m;
+	png_matcher_init(&m, d, n, rowlen, bpp, quality, s->head, s->prev);
+	png_matcher_insert(&m, n);
+	for (uint32_t p = 0; p < n; p++)
+		png_match_cands(&m, p, s->cands + (uint64_t)p * PNG_OPT_CANDS);
+	png_opt_work wk;
+	return png_deflate_strip_opt(d, n, last, s->cands, s->tokens, &wk, out, cap);
+}
+
 /* Compresses the n filtered bytes of a strip (n >= 1) into out (cap bytes, at least
  * png_deflate_strip_bound(n)). last: the final strip (ends with BFINAL=1 and padding);
  * otherwise the strip ends with a full flush. Returns the bytes written, 0 on overflow. */
 KILN_HD size_t png_deflate_strip(const uint8_t *d, uint32_t n, uint32_t rowlen, uint32_t bpp, int quality,
 				 int last, png_defl_scratch *s, uint8_t *out, size_t cap)
 {
+	if (png_defl_level_for(quality).optimal)
+		return png_deflate_strip_high(d, n, rowlen, bpp, quality, last, s, out, cap);
 	png_bitw w;
 	png_bw_init(&w, out, cap);
 	png_block_tables t;

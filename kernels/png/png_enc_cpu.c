@@ -270,14 +270,37 @@ static size_t align64(size_t n)
 	return (n + 63) & ~(size_t)63;
 }
 
-/* One slot: filtered strip, two converted rows, tokens, hash head and chain. */
-static size_t slot_size(uint64_t max_strip, uint64_t max_rowbytes, int chain)
+/* One slot, in order: the filtered strip, two converted rows, the tokens (fast, medium: a
+ * block's; high: a parse choice per position), and for chain searches the hash head, the
+ * chains and (high) the candidates of every position and a filter-trial key per row. */
+typedef struct slot_dims {
+	uint64_t strip, rowbytes, rows;  /* the largest strip (bytes), row and rows a strip */
+} slot_dims;
+
+typedef struct slot_layout {
+	size_t rowbuf, tokens, head, prev, cands, keys, total;
+} slot_layout;
+
+static slot_layout slot_layout_of(const slot_dims *dim, int quality)
 {
-	size_t s = align64(max_strip) + align64(2 * max_rowbytes) +
-		   align64(PNG_DEFL_BLOCK_TOKENS * sizeof(uint32_t));
-	if (chain)
-		s += align64(PNG_DEFL_HASH_SIZE * sizeof(uint32_t)) + align64(max_strip * sizeof(uint32_t));
-	return s;
+	png_defl_level lv = png_defl_level_for(quality);
+	slot_layout l;
+	l.rowbuf = align64(dim->strip);
+	l.tokens = l.rowbuf + align64(2 * dim->rowbytes);
+	l.head = l.tokens + align64((lv.optimal ? dim->strip : PNG_DEFL_BLOCK_TOKENS) * sizeof(uint32_t));
+	l.prev = l.head + (lv.chain ? align64(PNG_DEFL_HASH_SIZE * sizeof(uint32_t)) : 0);
+	l.cands = l.prev + (lv.chain ? align64(dim->strip * sizeof(uint32_t)) : 0);
+	l.keys = l.cands + (lv.optimal ? align64(dim->strip * PNG_OPT_CANDS * sizeof(uint32_t)) : 0);
+	l.total = l.keys + (lv.optimal ? align64(dim->rows * sizeof(uint64_t)) : 0);
+	return l;
+}
+
+static void slot_dims_add(slot_dims *dim, const png_plan *pl)
+{
+	uint64_t n = (uint64_t)pl->rows_per_strip * png_plan_rowlen(pl);
+	dim->strip = n > dim->strip ? n : dim->strip;
+	dim->rowbytes = pl->rowbytes > dim->rowbytes ? pl->rowbytes : dim->rowbytes;
+	dim->rows = pl->rows_per_strip > dim->rows ? pl->rows_per_strip : dim->rows;
 }
 
 static unsigned slots_for(const kiln_pool *pool)
@@ -289,18 +312,16 @@ static unsigned slots_for(const kiln_pool *pool)
 static void batch_needs(const kiln_pngenc_params *params, const kiln_pngenc_image *images, size_t count,
 			size_t *slot, size_t *results)
 {
-	uint64_t max_strip = 0, max_row = 0, strips = 0;
+	slot_dims dim = {0, 0, 0};
+	uint64_t strips = 0;
 	for (size_t i = 0; i < count; i++) {
 		png_plan pl;
 		if (png_enc_plan(params, &images[i], &pl) != KILN_OK)
 			continue;
-		uint64_t n = (uint64_t)pl.rows_per_strip * png_plan_rowlen(&pl);
-		max_strip = n > max_strip ? n : max_strip;
-		max_row = pl.rowbytes > max_row ? pl.rowbytes : max_row;
+		slot_dims_add(&dim, &pl);
 		strips += pl.strip_count;
 	}
-	int chain = params && png_defl_level_for((int)params->quality).chain > 0;
-	*slot = strips ? slot_size(max_strip, max_row, chain) : 0;
+	*slot = strips && params ? slot_layout_of(&dim, (int)params->quality).total : 0;
 	*results = align64(strips * sizeof(png_strip_result));
 }
 
@@ -321,8 +342,8 @@ typedef struct cpu_run {
 	png_strip_result *results;
 	uint8_t *slots;
 	size_t slot_bytes;
-	uint64_t max_strip, max_row;
-	int chain;
+	slot_dims dim;
+	int quality;
 	atomic_uint_fast64_t next;
 	const uint32_t *table;
 	const kiln_pngenc_params *params;
@@ -338,18 +359,17 @@ static void slot_worker(void *ctx, size_t begin, size_t end)
 {
 	cpu_run *run = ctx;
 	for (size_t slot = begin; slot < end; slot++) {
-		uint8_t *base = run->slots + slot * run->slot_bytes;
-		uint8_t *filt = base;
-		uint8_t *rowbuf = filt + align64(run->max_strip);
+		uint8_t *filt = run->slots + slot * run->slot_bytes;
+		slot_layout l = slot_layout_of(&run->dim, run->quality);
+		png_defl_level lv = png_defl_level_for(run->quality);
+		uint8_t *rowbuf = filt + l.rowbuf;
 		png_defl_scratch s;
-		s.tokens = (uint32_t *)(rowbuf + align64(2 * run->max_row));
-		s.head = NULL;
-		s.prev = NULL;
+		s.tokens = (uint32_t *)(filt + l.tokens);
+		s.head = lv.chain ? (uint32_t *)(filt + l.head) : NULL;
+		s.prev = lv.chain ? (uint32_t *)(filt + l.prev) : NULL;
+		s.cands = lv.optimal ? (uint32_t *)(filt + l.cands) : NULL;
 		s.best = NULL;
-		if (run->chain) {
-			s.head = (uint32_t *)((uint8_t *)s.tokens + align64(PNG_DEFL_BLOCK_TOKENS * sizeof(uint32_t)));
-			s.prev = (uint32_t *)((uint8_t *)s.head + align64(PNG_DEFL_HASH_SIZE * sizeof(uint32_t)));
-		}
+		uint64_t *keys = lv.optimal ? (uint64_t *)(filt + l.keys) : NULL;
 		for (;;) {
 			uint64_t k = atomic_fetch_add(&run->next, 1);
 			if (k >= run->strips)
@@ -357,7 +377,7 @@ static void slot_worker(void *ctx, size_t begin, size_t end)
 			const png_plan *pl = &run->plans[plan_of_strip(run, k)];
 			if (s.head)
 				memset(s.head, 0xFF, PNG_DEFL_HASH_SIZE * sizeof(uint32_t));
-			png_strip_job(pl, (uint32_t)(k - pl->first_strip), filt, rowbuf, &s, run->table,
+			png_strip_job(pl, (uint32_t)(k - pl->first_strip), filt, rowbuf, &s, keys, run->table,
 				      &run->results[k]);
 		}
 	}
@@ -421,15 +441,14 @@ kiln_status kiln_pngenc_encode_cpu(const kiln_pngenc_params *params, const kiln_
 	run.results = (png_strip_result *)base;
 	run.slots = base + results;
 	run.slot_bytes = slot;
-	run.chain = png_defl_level_for((int)params->quality).chain > 0;
+	run.quality = (int)params->quality;
 	run.table = png_enc_crc_table();
 	run.params = params;
 	for (size_t at = 0; at < count; at += PNGENC_CPU_CHUNK) {
 		size_t n = count - at < PNGENC_CPU_CHUNK ? count - at : PNGENC_CPU_CHUNK;
 		run.nplans = 0;
 		run.strips = 0;
-		run.max_strip = 0;
-		run.max_row = 0;
+		memset(&run.dim, 0, sizeof run.dim);
 		for (size_t i = at; i < at + n; i++) {
 			png_plan *pl = &plans[run.nplans];
 			out_sizes[i] = 0;
@@ -443,16 +462,14 @@ kiln_status kiln_pngenc_encode_cpu(const kiln_pngenc_params *params, const kiln_
 			pl->dst = dst[i];
 			pl->first_strip = run.strips;
 			run.strips += pl->strip_count;
-			uint64_t sn = (uint64_t)pl->rows_per_strip * png_plan_rowlen(pl);
-			run.max_strip = sn > run.max_strip ? sn : run.max_strip;
-			run.max_row = pl->rowbytes > run.max_row ? pl->rowbytes : run.max_row;
+			slot_dims_add(&run.dim, pl);
 			index[run.nplans++] = i;
 			png_enc_put_chunks(&images[i], put_host, dst[i]);
 		}
 		if (run.nplans == 0)
 			continue;
 		/* slots laid out for this chunk's largest strip: never more than the batch's */
-		run.slot_bytes = slot_size(run.max_strip, run.max_row, run.chain);
+		run.slot_bytes = slot_layout_of(&run.dim, run.quality).total;
 		atomic_store(&run.next, 0);
 		unsigned use = nslots;
 		if ((uint64_t)use > run.strips)

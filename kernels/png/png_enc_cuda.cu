@@ -8,8 +8,9 @@
 //   2. chains  : (medium, high) a warp per strip puts 32 positions at a time into the hash
 //                table; lanes with equal hashes are ordered by __match_any_sync, so every
 //                prev[p] is what the CPU's one-at-a-time insertion gives;
-//   3. matches : a thread per position runs png_match_at, the CPU's own search: with the
-//                chains complete it depends on the data and the position alone;
+//   3. matches : a thread per position runs png_match_at (high: png_match_cands), the CPU's
+//                own search: with the chains complete it depends on the data and the
+//                position alone;
 //   4. deflate : a warp per strip (warp_deflate_strip): the parse 32 positions a round
 //                (match starts by ballot, block boundaries where the CPU puts them), each
 //                block's histogram by shared atomics, its Huffman lengths ranked by the
@@ -17,6 +18,8 @@
 //                header by the shared functions on lane 0, the tokens written at once at
 //                bit positions from a warp scan (bits ORed into zeroed words); the lanes
 //                also split the Adler-32 and CRC-32 (partial sums combined in order);
+//                high: lane 0 runs the CPU's png_deflate_strip_opt on the candidates (its
+//                parse passes are serial), the warp the checksums;
 //   5. copy    : a CTA per slice of a strip's data: from scratch to its final place;
 //   6. assemble: a thread per image writes the headers, checksums, kiSt and IEND.
 // Same functions, same integers: the files equal the CPU backend's byte for byte.
@@ -38,41 +41,68 @@ static size_t align256(size_t n)
 	return (n + 255) & ~(size_t)255;
 }
 
-// Scratch of one strip on the GPU: filtered bytes, matches, tokens, and for chain
-// searches the hash head and chain tables.
-static size_t gpu_strip_scratch(uint64_t n, int chain)
+// Scratch of one strip on the GPU, in order: the filtered bytes; the search area (the hash
+// head while the chains are built, then the matches of every position: one for fast and
+// medium and high's filter trials, PNG_OPT_CANDS for high's parse); the tokens (fast,
+// medium: one block's); the deflate output; the chains (medium, high), whose room holds
+// high's parse choices once the candidates are found; (high) a filter-trial key per row.
+// A function of the strip's size, rows and quality alone, so the host sizes it and the
+// device finds it alike.
+struct strip_layout {
+	uint64_t search, tokens, out, prev, keys, total;
+};
+
+__host__ __device__ static uint64_t align256_64(uint64_t n)
 {
-	size_t s = align256(n) + align256(n * 4) + align256(PNG_DEFL_BLOCK_TOKENS * 4) +
-		   align256(png_deflate_strip_bound(n));
-	if (chain)
-		s += align256((size_t)PNG_DEFL_HASH_SIZE * 4) + align256(n * 4);
-	return s;
+	return (n + 255) & ~(uint64_t)255;
+}
+
+__host__ __device__ static strip_layout strip_layout_of(uint64_t n, uint64_t rows, int quality)
+{
+	png_defl_level lv = png_defl_level_for(quality);
+	uint64_t matches = lv.optimal ? n * PNG_OPT_CANDS * 4 : n * 4;
+	uint64_t head = lv.chain ? (uint64_t)PNG_DEFL_HASH_SIZE * 4 : 0;
+	strip_layout l;
+	l.search = align256_64(n);
+	l.tokens = l.search + align256_64(matches > head ? matches : head);
+	l.out = l.tokens + (lv.optimal ? 0 : align256_64(PNG_DEFL_BLOCK_TOKENS * 4));
+	l.prev = l.out + align256_64(png_deflate_strip_bound(n));
+	l.keys = l.prev + (lv.chain ? align256_64(n * 4) : 0);
+	l.total = l.keys + (lv.optimal ? align256_64(rows * 8) : 0);
+	return l;
+}
+
+static size_t gpu_strip_scratch(const png_plan *pl)
+{
+	uint64_t n = (uint64_t)pl->rows_per_strip * png_plan_rowlen(pl);
+	return (size_t)strip_layout_of(n, pl->rows_per_strip, pl->quality).total;
 }
 
 struct strip_ptrs {
 	uint8_t *filt;
-	uint32_t *best, *tokens, *head, *prev;
+	uint32_t *best;    // png_match_at of every position (high: png_match_cands, or the trials')
+	uint32_t *tokens;  // fast, medium: a block's tokens; high: the parse choices (over prev)
+	uint32_t *head, *prev;
+	uint64_t *keys;    // high: the filter trials' key of each row (png_trial_row)
 	uint8_t *out;  // the strip's deflate data, 4-byte words, zeroed before writing
 	uint64_t out_cap;
 };
 
-__device__ static strip_ptrs strip_scratch(uint8_t *scratch, const png_plan *pl, uint32_t i, int chain)
+__device__ static strip_ptrs strip_scratch(uint8_t *scratch, const png_plan *pl, uint32_t i)
 {
 	uint64_t n = (uint64_t)pl->rows_per_strip * png_plan_rowlen(pl);
+	strip_layout l = strip_layout_of(n, pl->rows_per_strip, pl->quality);
 	uint8_t *b = scratch + pl->scratch_off + (uint64_t)i * pl->strip_scratch;
+	png_defl_level lv = png_defl_level_for(pl->quality);
 	strip_ptrs p;
 	p.filt = b;
-	b += (n + 255) & ~(uint64_t)255;
-	p.best = (uint32_t *)b;
-	b += (n * 4 + 255) & ~(uint64_t)255;
-	p.tokens = (uint32_t *)b;
-	b += (PNG_DEFL_BLOCK_TOKENS * 4 + 255) & ~(uint64_t)255;
-	p.out = b;
+	p.best = (uint32_t *)(b + l.search);
+	p.head = lv.chain ? (uint32_t *)(b + l.search) : NULL;
+	p.out = b + l.out;
 	p.out_cap = png_deflate_strip_bound(n);
-	b += (p.out_cap + 255) & ~(uint64_t)255;
-	p.head = chain ? (uint32_t *)b : NULL;
-	b += chain ? ((PNG_DEFL_HASH_SIZE * 4 + 255) & ~(uint64_t)255) : 0;
-	p.prev = chain ? (uint32_t *)b : NULL;
+	p.prev = lv.chain ? (uint32_t *)(b + l.prev) : NULL;
+	p.tokens = (uint32_t *)(b + (lv.optimal ? l.prev : l.tokens));
+	p.keys = lv.optimal ? (uint64_t *)(b + l.keys) : NULL;
 	return p;
 }
 
@@ -92,8 +122,10 @@ __device__ __forceinline__ static uint32_t src_byte(const png_plan *pl, const ui
 
 // ---- 1. filter --------------------------------------------------------------------------
 
-__global__ void pngenc_filter_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
-				     uint8_t *scratch, int chain)
+// force >= 0: that filter throughout (high's trials, for the images that take them); else
+// each row's own: forced by the plan, high's trial winner, or libpng's heuristic.
+__global__ void pngenc_filter_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch,
+				     int force)
 {
 	// a warp per row: rows depend on the source pixels only (row r - 1 of the strip is
 	// read unfiltered), so all rows of the batch run at once
@@ -102,15 +134,21 @@ __global__ void pngenc_filter_kernel(const png_plan *plans, uint32_t count, uint
 	for (uint64_t k = blockIdx.y; k < strips; k += gridDim.y) {
 		const png_plan *pl = &plans[plan_of(plans, count, k)];
 		uint32_t i = (uint32_t)(k - pl->first_strip);
-		strip_ptrs sp = strip_scratch(scratch, pl, i, chain);
+		strip_ptrs sp = strip_scratch(scratch, pl, i);
 		uint32_t y0, rows = png_plan_strip_rows(pl, i, &y0);
 		uint32_t rb = pl->rowbytes, bpp = pl->bpp, rowlen = rb + 1;
+		int trials = png_plan_trials(pl);
+		if (force >= 0 && !trials)
+			continue;
+		int mode = force >= 0 ? force : pl->filter;
 		for (uint32_t r = blockIdx.x * wpc + threadIdx.x / 32; r < rows; r += gridDim.x * wpc) {
 			const uint8_t *row = pl->pixels + (uint64_t)(y0 + r) * pl->stride;
 			const uint8_t *prev = r ? row - pl->stride : NULL;
 			int type;
-			if (pl->filter != PNG_FILTER_ADAPTIVE) {
-				type = prev ? pl->filter : png_filter_first_row(pl->filter);
+			if (mode != PNG_FILTER_ADAPTIVE) {
+				type = prev ? mode : png_filter_first_row(mode);
+			} else if (trials) {
+				type = (int)(sp.keys[r] & 7u);
 			} else if (pl->none_only) {
 				type = PNG_FILTER_NONE;
 			} else {
@@ -162,7 +200,7 @@ __global__ void pngenc_chain_kernel(const png_plan *plans, uint32_t count, uint6
 	for (uint64_t k = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; k < strips; k += warps) {
 		const png_plan *pl = &plans[plan_of(plans, count, k)];
 		uint32_t i = (uint32_t)(k - pl->first_strip);
-		strip_ptrs sp = strip_scratch(scratch, pl, i, 1);
+		strip_ptrs sp = strip_scratch(scratch, pl, i);
 		uint32_t y0, n = png_plan_strip_rows(pl, i, &y0) * png_plan_rowlen(pl);
 		for (uint32_t h = lane; h < PNG_DEFL_HASH_SIZE; h += 32)
 			sp.head[h] = PNG_DEFL_NONE;
@@ -187,21 +225,49 @@ __global__ void pngenc_chain_kernel(const png_plan *plans, uint32_t count, uint6
 
 // ---- 3. matches -------------------------------------------------------------------------
 
+// trial: high's filter trials, png_match_at with png_trial_matcher (png_trial_strip).
 __global__ void pngenc_match_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch,
-				    int chain)
+				    int trial)
 {
 	for (uint64_t k = blockIdx.y; k < strips; k += gridDim.y) {
 		const png_plan *pl = &plans[plan_of(plans, count, k)];
 		uint32_t i = (uint32_t)(k - pl->first_strip);
-		strip_ptrs sp = strip_scratch(scratch, pl, i, chain);
+		if (trial && !png_plan_trials(pl))
+			continue;
+		strip_ptrs sp = strip_scratch(scratch, pl, i);
 		uint32_t y0, n = png_plan_strip_rows(pl, i, &y0) * png_plan_rowlen(pl);
 		png_matcher m;
-		png_matcher_init(&m, sp.filt, n, png_plan_rowlen(pl), pl->bpp, pl->quality, sp.head, sp.prev);
+		if (trial)
+			png_trial_matcher(&m, sp.filt, n, png_plan_rowlen(pl), pl->bpp, sp.head, sp.prev);
+		else
+			png_matcher_init(&m, sp.filt, n, png_plan_rowlen(pl), pl->bpp, pl->quality, sp.head, sp.prev);
 		for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += gridDim.x * blockDim.x) {
+			if (m.level.optimal) {
+				png_match_cands(&m, p, sp.best + (uint64_t)p * PNG_OPT_CANDS);
+				continue;
+			}
 			uint32_t dist = 0;
 			uint32_t len = png_match_at(&m, p, &dist);
 			sp.best[p] = len ? (dist << 16 | len) : 0;
 		}
+	}
+}
+
+// High's filter trial `type`: a thread per row costs it (png_trial_row) from the strip
+// filtered throughout with type and the matches of all its positions.
+__global__ void pngenc_trial_kernel(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch, int type)
+{
+	for (uint64_t k = blockIdx.y; k < strips; k += gridDim.y) {
+		const png_plan *pl = &plans[plan_of(plans, count, k)];
+		uint32_t i = (uint32_t)(k - pl->first_strip);
+		if (!png_plan_trials(pl))
+			continue;
+		strip_ptrs sp = strip_scratch(scratch, pl, i);
+		uint32_t y0, rows = png_plan_strip_rows(pl, i, &y0), rowlen = png_plan_rowlen(pl);
+		png_matcher m;  // best is complete: png_trial_best only reads it
+		png_trial_matcher(&m, sp.filt, rows * rowlen, rowlen, pl->bpp, sp.head, sp.prev);
+		for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
+			png_trial_row(&m, sp.best, r, rowlen, type, sp.keys);
 	}
 }
 
@@ -469,18 +535,19 @@ __device__ static uint32_t warp_deflate_strip(defl_shared *sh, const uint8_t *d,
 }
 #endif
 
-__global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
-							    uint8_t *scratch, png_strip_result *results, int chain)
+// Every strip of the batch by the warp of this CTA: its output words zeroed (the device bit
+// writer ORs bits in) and the Adler-32 of its filtered bytes by the lanes, its deflate
+// data from deflate(plan, strip index, scratch, n, cap) (the same size on every lane), the
+// CRC-32 of that data by the lanes, its result from lane 0.
+template <typename Deflate>
+__device__ static void deflate_strips(const png_plan *plans, uint32_t count, uint64_t strips, uint8_t *scratch,
+				      png_strip_result *results, const uint32_t *crc_table, Deflate deflate)
 {
-	__shared__ defl_shared sh;
-	for (int t = threadIdx.x; t < 256; t += blockDim.x)
-		sh.table[t] = kiln_crc32_table_entry((uint32_t)t);
-	__syncthreads();
 	int lane = threadIdx.x & 31;
 	for (uint64_t k = blockIdx.x; k < strips; k += gridDim.x) {
 		const png_plan *pl = &plans[plan_of(plans, count, k)];
 		uint32_t i = (uint32_t)(k - pl->first_strip);
-		strip_ptrs sp = strip_scratch(scratch, pl, i, chain);
+		strip_ptrs sp = strip_scratch(scratch, pl, i);
 		uint32_t y0, n = png_plan_strip_rows(pl, i, &y0) * png_plan_rowlen(pl);
 		uint64_t cap = png_plan_strip_cap(pl, i);
 		uint32_t *words = (uint32_t *)sp.out;
@@ -488,13 +555,8 @@ __global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plan
 			words[j] = 0;
 		__syncwarp();
 		uint32_t adler = warp_adler(sp.filt, n, lane);
-#ifdef __CUDA_ARCH__
-		uint32_t size = warp_deflate_strip(&sh, sp.filt, n, sp.best, pl->quality, i + 1 == pl->strip_count,
-						   sp.tokens, sp.out, cap, lane);
-#else
-		uint32_t size = 0;
-#endif
-		uint32_t crc = warp_crc(sh.table, sp.out, size, lane);
+		uint32_t size = deflate(pl, i, &sp, n, cap);
+		uint32_t crc = warp_crc(crc_table, sp.out, size, lane);
 		if (lane == 0) {
 			png_strip_result r;
 			r.size = size;
@@ -507,6 +569,50 @@ __global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plan
 	}
 }
 
+__global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
+							    uint8_t *scratch, png_strip_result *results)
+{
+	__shared__ defl_shared sh;
+	load_crc_table(sh.table);
+	int lane = threadIdx.x & 31;
+	deflate_strips(plans, count, strips, scratch, results, sh.table,
+		       [&](const png_plan *pl, uint32_t i, const strip_ptrs *sp, uint32_t n, uint64_t cap) -> uint32_t {
+#ifdef __CUDA_ARCH__
+			       return warp_deflate_strip(&sh, sp->filt, n, sp->best, pl->quality,
+							 i + 1 == pl->strip_count, sp->tokens, sp->out, cap, lane);
+#else
+			       return 0;
+#endif
+		       });
+}
+
+// Per-warp (per-CTA) shared state of the high deflate kernel.
+struct opt_shared {
+	png_opt_work work;
+	uint32_t size;
+	uint32_t table[256];
+};
+
+// High: the CPU's own png_deflate_strip_opt on lane 0 (its parse passes are serial; the
+// strips of the batch run side by side), its working state in shared memory.
+__global__ void __launch_bounds__(32) pngenc_opt_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
+							uint8_t *scratch, png_strip_result *results)
+{
+	__shared__ opt_shared sh;
+	load_crc_table(sh.table);
+	int lane = threadIdx.x & 31;
+	deflate_strips(plans, count, strips, scratch, results, sh.table,
+		       [&](const png_plan *pl, uint32_t i, const strip_ptrs *sp, uint32_t n, uint64_t cap) -> uint32_t {
+			       if (lane == 0)
+				       sh.size = (uint32_t)png_deflate_strip_opt(sp->filt, n, i + 1 == pl->strip_count, sp->best,
+										 sp->tokens, &sh.work, sp->out, cap);
+			       __syncwarp();
+			       uint32_t size = sh.size;
+			       __syncwarp();
+			       return size;
+		       });
+}
+
 // ---- 5. assemble --------------------------------------------------------------------------
 
 // Each strip's data from scratch to its final place, all strips at once: strip k of an
@@ -514,7 +620,7 @@ __global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plan
 // chunk of every strip adds 12 bytes, the first one the zlib header), which is where
 // png_asm_data_off puts it.
 __global__ void pngenc_copy_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
-				   const png_strip_result *results, uint8_t *scratch, int chain)
+				   const png_strip_result *results, uint8_t *scratch)
 {
 	__shared__ uint64_t to;
 	for (uint64_t k = blockIdx.y; k < strips; k += gridDim.y) {
@@ -528,7 +634,7 @@ __global__ void pngenc_copy_kernel(const png_plan *plans, uint32_t count, uint64
 				to += (uint64_t)res[j].size + 12;
 		}
 		__syncthreads();
-		const uint8_t *from = strip_scratch(scratch, pl, i, chain).out;
+		const uint8_t *from = strip_scratch(scratch, pl, i).out;
 		uint32_t size = res[i].size;
 		for (uint32_t b = blockIdx.x * blockDim.x + threadIdx.x; b < size; b += gridDim.x * blockDim.x)
 			pl->dst[to + b] = from[b];
@@ -600,6 +706,7 @@ struct gpu_layout {
 	size_t plans_off, results_off, scratch_off, total;
 	uint64_t strips, max_n;
 	uint32_t valid, max_rows;
+	int chain;  // the quality searches hash chains
 };
 
 static int chain_of(const kiln_pngenc_params *params)
@@ -617,14 +724,14 @@ static void layout_batch(const kiln_pngenc_params *params, const kiln_pngenc_ima
 			 gpu_layout *L)
 {
 	memset(L, 0, sizeof *L);
+	L->chain = chain_of(params);
 	size_t scratch = 0;
-	int chain = chain_of(params);
 	for (size_t i = 0; i < count; i++) {
 		png_plan pl;
 		if (plan_one(params, &images[i], &pl) != KILN_OK)
 			continue;
 		uint64_t n = (uint64_t)pl.rows_per_strip * png_plan_rowlen(&pl);
-		scratch += gpu_strip_scratch(n, chain) * pl.strip_count;
+		scratch += gpu_strip_scratch(&pl) * pl.strip_count;
 		L->strips += pl.strip_count;
 		L->max_n = n > L->max_n ? n : L->max_n;
 		L->max_rows = pl.rows_per_strip > L->max_rows ? pl.rows_per_strip : L->max_rows;
@@ -673,6 +780,26 @@ static unsigned grid_cap(Kernel kernel, int threads, uint64_t want)
 	return (unsigned)(g ? g : 1);
 }
 
+// The filter, chain and match kernels over every strip: force >= 0, high's filter trial of
+// that type (png_trial_strip); -1, the strips' own filters and search.
+static void launch_filter_search(const gpu_layout *L, const png_plan *d_plans, uint32_t valid, uint64_t strips,
+				 uint8_t *d_scratch, int force, cudaStream_t s)
+{
+	const int warps_per_cta = 4;
+	unsigned gs = (unsigned)(strips < 65535 ? strips : 65535);
+	uint64_t gx = (L->max_rows + warps_per_cta - 1) / warps_per_cta;
+	dim3 grid1((unsigned)(gx < 65535 ? gx : 65535), gs);
+	pngenc_filter_kernel<<<grid1, 32 * warps_per_cta, 0, s>>>(d_plans, valid, strips, d_scratch, force);
+	if (force >= 0 || L->chain) {  // the trials search as medium does
+		unsigned g2 = grid_cap(pngenc_chain_kernel, 32 * warps_per_cta, (strips + warps_per_cta - 1) / warps_per_cta);
+		pngenc_chain_kernel<<<g2, 32 * warps_per_cta, 0, s>>>(d_plans, valid, strips, d_scratch);
+	}
+	const int threads = 128;
+	uint64_t gx3 = (L->max_n + threads - 1) / threads;
+	dim3 grid3((unsigned)(gx3 < 65535 ? gx3 : 65535), gs);
+	pngenc_match_kernel<<<grid3, threads, 0, s>>>(d_plans, valid, strips, d_scratch, force >= 0);
+}
+
 extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, const kiln_pngenc_image *images,
 					      uint8_t *const *dst, const size_t *dst_caps, uint64_t *d_out_sizes,
 					      size_t count, kiln_status *status, void *d_temp, size_t temp_size,
@@ -691,7 +818,6 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 	png_plan *d_plans = (png_plan *)(base + L.plans_off);
 	png_strip_result *d_results = (png_strip_result *)(base + L.results_off);
 	uint8_t *d_scratch = base + L.scratch_off;
-	int chain = chain_of(params);
 
 	enum { CHUNK = 32 };
 	png_plan chunk[CHUNK];
@@ -706,20 +832,17 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 			// keeps the layout of layout_batch: a plan valid there but refused here
 			// (destination) still takes its scratch, unused
 			png_plan tmp;
-			if (plan_one(params, &images[i], &tmp) == KILN_OK) {
-				uint64_t n = (uint64_t)tmp.rows_per_strip * png_plan_rowlen(&tmp);
-				scratch_at += gpu_strip_scratch(n, chain) * tmp.strip_count;
-			}
+			if (plan_one(params, &images[i], &tmp) == KILN_OK)
+				scratch_at += gpu_strip_scratch(&tmp) * tmp.strip_count;
 			status[i] = st;
 			if (cudaMemsetAsync(d_out_sizes + i, 0, sizeof(uint64_t), s) != cudaSuccess)
 				return KILN_ERR_CUDA;
 			continue;
 		}
 		status[i] = KILN_OK;
-		uint64_t n = (uint64_t)pl->rows_per_strip * png_plan_rowlen(pl);
 		pl->dst = dst[i];
 		pl->first_strip = strips;
-		pl->strip_scratch = gpu_strip_scratch(n, chain);
+		pl->strip_scratch = gpu_strip_scratch(pl);
 		pl->scratch_off = scratch_at;
 		pl->batch_index = (uint32_t)i;
 		scratch_at += pl->strip_scratch * pl->strip_count;
@@ -745,30 +868,29 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 		return KILN_OK;
 
 	cudaGetLastError();
-	const int warps_per_cta = 4;
-	{
-		uint64_t gx = (L.max_rows + warps_per_cta - 1) / warps_per_cta;
-		dim3 grid((unsigned)(gx < 65535 ? gx : 65535), (unsigned)(strips < 65535 ? strips : 65535));
-		pngenc_filter_kernel<<<grid, 32 * warps_per_cta, 0, s>>>(d_plans, valid, strips, d_scratch, chain);
+	if (png_defl_level_for((int)params->quality).optimal && params->filter == KILN_PNGENC_FILTER_ADAPTIVE) {
+		for (int type = 0; type < 5; type++) {
+			launch_filter_search(&L, d_plans, valid, strips, d_scratch, type, s);
+			const int threads = 64;
+			uint64_t gx = (L.max_rows + threads - 1) / threads;
+			dim3 grid((unsigned)(gx < 65535 ? gx : 65535), (unsigned)(strips < 65535 ? strips : 65535));
+			pngenc_trial_kernel<<<grid, threads, 0, s>>>(d_plans, valid, strips, d_scratch, type);
+		}
 	}
-	if (chain) {
-		unsigned g2 = grid_cap(pngenc_chain_kernel, 32 * warps_per_cta, (strips + warps_per_cta - 1) / warps_per_cta);
-		pngenc_chain_kernel<<<g2, 32 * warps_per_cta, 0, s>>>(d_plans, valid, strips, d_scratch);
+	launch_filter_search(&L, d_plans, valid, strips, d_scratch, -1, s);
+	if (png_defl_level_for((int)params->quality).optimal) {
+		unsigned g4 = grid_cap(pngenc_opt_kernel, 32, strips);
+		pngenc_opt_kernel<<<g4, 32, 0, s>>>(d_plans, valid, strips, d_scratch, d_results);
+	} else {
+		unsigned g4 = grid_cap(pngenc_deflate_kernel, 32, strips);
+		pngenc_deflate_kernel<<<g4, 32, 0, s>>>(d_plans, valid, strips, d_scratch, d_results);
 	}
-	{
-		const int threads = 128;
-		uint64_t gx = (L.max_n + threads - 1) / threads;
-		dim3 grid((unsigned)(gx < 65535 ? gx : 65535), (unsigned)(strips < 65535 ? strips : 65535));
-		pngenc_match_kernel<<<grid, threads, 0, s>>>(d_plans, valid, strips, d_scratch, chain);
-	}
-	unsigned g4 = grid_cap(pngenc_deflate_kernel, 32, strips);
-	pngenc_deflate_kernel<<<g4, 32, 0, s>>>(d_plans, valid, strips, d_scratch, d_results, chain);
 	{
 		const int threads = 256;
 		// a few CTAs a strip, each looping: most strips fill a fraction of their bound
 		uint64_t gx = (png_deflate_strip_bound(L.max_n) + threads - 1) / threads;
 		dim3 grid((unsigned)(gx < 8 ? gx : 8), (unsigned)(strips < 65535 ? strips : 65535));
-		pngenc_copy_kernel<<<grid, threads, 0, s>>>(d_plans, valid, strips, d_results, d_scratch, chain);
+		pngenc_copy_kernel<<<grid, threads, 0, s>>>(d_plans, valid, strips, d_results, d_scratch);
 	}
 	pngenc_assemble_kernel<<<valid < 65535 ? valid : 65535, 32, 0, s>>>(d_plans, valid, d_results, d_out_sizes);
 	return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERR_CUDA;

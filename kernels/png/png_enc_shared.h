@@ -31,9 +31,10 @@
  * writes its own tables). On the 24 Kodak images, against one strip at the same quality:
  * fast in 16 KiB strips (75 an image) +1.1 %, medium in 20 KiB strips (64) +3.9 %, 1.027x
  * libpng's size (in 32 KiB strips, 37, medium decoded 10% slower on the GPU: too few
- * warps). */
-#define PNG_ENC_STRIP_TARGET(quality)                                                          \
-	((quality) == KILN_QUALITY_FAST ? 16384u : (quality) == KILN_QUALITY_MEDIUM ? 20480u : 65536u)
+ * warps). High takes medium's strips (64 KiB strips, 19 an image, decoded at 13 GB/s on
+ * the GPU against medium's 20): its optimal parse and filters by trial make up for them,
+ * 0.9999x libpng's size (docs/PNG.md). */
+#define PNG_ENC_STRIP_TARGET(quality) ((quality) == KILN_QUALITY_FAST ? 16384u : 20480u)
 /* IDAT data of one strip, at most (a chunk's length must stay below 2^31). */
 #define PNG_ENC_STRIP_MAX (1u << 30)
 #define PNG_ENC_HEAD 33u   /* signature + IHDR chunk */
@@ -132,26 +133,150 @@ KILN_HD const uint8_t *png_plan_row(const png_plan *pl, uint32_t y, uint8_t *buf
 }
 
 /* Filters the rows of strip i into filt (rows * rowlen bytes); rowbuf: 2 * rowbytes of
- * scratch for converted rows. Returns the strip's byte count. */
-KILN_HD uint32_t png_filter_strip(const png_plan *pl, uint32_t i, uint8_t *filt, uint8_t *rowbuf)
+ * scratch for converted rows. The type of each row: force >= 0, that filter throughout (the
+ * first row takes png_filter_first_row); else keys (high's trials, the type in the low 3
+ * bits of each row's key) or, keys NULL, png_choose_filter. Returns the strip's byte
+ * count. */
+KILN_HD uint32_t png_filter_strip(const png_plan *pl, uint32_t i, int force, const uint64_t *keys, uint8_t *filt,
+				  uint8_t *rowbuf)
 {
 	uint32_t y0, rows = png_plan_strip_rows(pl, i, &y0), rowlen = png_plan_rowlen(pl);
 	const uint8_t *prev = NULL;
 	for (uint32_t r = 0; r < rows; r++) {
 		const uint8_t *row = png_plan_row(pl, y0 + r, rowbuf + (r & 1u) * pl->rowbytes);
-		int type = png_choose_filter(row, prev, pl->rowbytes, pl->bpp, pl->filter, pl->none_only);
+		int type = force >= 0 ? png_choose_filter(row, prev, pl->rowbytes, pl->bpp, force, 0)
+			 : keys ? (int)(keys[r] & 7u)
+			 : png_choose_filter(row, prev, pl->rowbytes, pl->bpp, pl->filter, pl->none_only);
 		png_filter_row(type, row, prev, pl->rowbytes, pl->bpp, filt + (uint64_t)r * rowlen);
 		prev = row;
 	}
 	return rows * rowlen;
 }
 
-/* Strip i end to end on one thread: filter, Adler-32, deflate into the output at its
- * work offset, CRC-32 of the deflate data. */
-KILN_HD void png_strip_job(const png_plan *pl, uint32_t i, uint8_t *filt, uint8_t *rowbuf, png_defl_scratch *s,
-			   const uint32_t *crc_table, png_strip_result *res)
+/* ---- high's filter choice ------------------------------------------------------------- */
+
+/* High picks each row's filter by trial: the strip filtered with each of the five filters
+ * throughout, its matches found (png_trial_matcher, over the whole strip: what the rows
+ * above offer), and each row costed by png_trial_cost; each row keeps its cheapest filter.
+ * On Kodak in 20 KiB strips that takes the optimal parse from 1.0089 to 1.0001 x libpng's
+ * size (libpng's heuristic, the sum of the bytes as signed magnitudes, does not see
+ * matches). Adaptive filters on whole bytes only (otherwise the rule is None). */
+KILN_HD int png_plan_trials(const png_plan *pl)
 {
-	uint32_t n = png_filter_strip(pl, i, filt, rowbuf);
+	return png_defl_level_for(pl->quality).optimal && pl->filter == PNG_FILTER_ADAPTIVE && !pl->none_only;
+}
+
+/* A match's cost in a trial besides its distance's extra bits (the literals cost their
+ * entropy): 0, 1, 2, 3 give 1.0008, 1.0006, 1.0004, 1.0003 x libpng in the measure above
+ * (with medium's chains of 16; with chains of 1: 2, 3, 4 give 1.0003, 1.0001, 1.0001). */
+#define PNG_TRIAL_MATCH_BITS 3u
+
+/* best[p]: png_match_at of p under m as len | dist << 16 (0: none), found on first use
+ * where best holds PNG_DEFL_NONE: the CPU's way, as a parse visits a fraction of the
+ * positions (a strip of long runs, every position's match is 258 bytes long); the GPU
+ * fills best for every position first, all at once. */
+KILN_HD uint32_t png_trial_best(const png_matcher *m, uint32_t *best, uint32_t p)
+{
+	if (best[p] == PNG_DEFL_NONE) {
+		uint32_t dist = 0, len = png_match_at(m, p, &dist);
+		best[p] = len ? (dist << 16 | len) : 0;
+	}
+	return best[p];
+}
+
+/* The estimated bits (16.16) of m's bytes [from, to) under a lazy parse with the matches
+ * png_trial_best gives (a match stops at `to`): the entropy of the literals within the
+ * range plus, for each match, its distance's extra bits and PNG_TRIAL_MATCH_BITS. */
+KILN_HD uint64_t png_trial_cost(const png_matcher *m, uint32_t *best, uint32_t from, uint32_t to)
+{
+	uint32_t hist[256];
+	for (uint32_t v = 0; v < 256; v++)
+		hist[v] = 0;
+	uint32_t literals = 0;
+	uint64_t match_bits = 0;
+	for (uint32_t p = from; p < to;) {
+		uint32_t b = png_trial_best(m, best, p), len = b & 0xFFFFu, ne, ev;
+		len = len < to - p ? len : to - p;
+		if (len >= PNG_DEFL_MIN_MATCH && p + 1 < to && (png_trial_best(m, best, p + 1) & 0xFFFFu) > len)
+			len = 0;
+		if (len < PNG_DEFL_MIN_MATCH) {
+			hist[m->d[p]]++;
+			literals++;
+			p++;
+			continue;
+		}
+		png_dist_code(b >> 16, &ne, &ev);
+		match_bits += PNG_TRIAL_MATCH_BITS + ne;
+		p += len;
+	}
+	uint64_t bits = match_bits << 16;
+	uint32_t total = literals ? png_log2_q16(literals) : 0;
+	for (uint32_t v = 0; v < 256; v++)
+		if (hist[v])
+			bits += (uint64_t)hist[v] * (total - png_log2_q16(hist[v]));
+	return bits;
+}
+
+/* The search of high's trials: medium's with a chain of PNG_TRIAL_CHAIN entries (1, 2, 4,
+ * 16 give 1.0001, 1.0002, 1.0002, 1.0003 x libpng with 3 parses: the trials judge a
+ * filter by the matches close at hand, and a deeper search costs time for nothing). */
+#define PNG_TRIAL_CHAIN 1u
+
+KILN_HD void png_trial_matcher(png_matcher *m, const uint8_t *u, uint32_t n, uint32_t rowlen, uint32_t bpp,
+			       uint32_t *head, uint32_t *prev)
+{
+	png_matcher_init(m, u, n, rowlen, bpp, KILN_QUALITY_MEDIUM, head, prev);
+	m->level.chain = PNG_TRIAL_CHAIN;
+}
+
+/* Trial `type` of row r (rows of rowlen bytes, the strip filtered throughout with type in
+ * m's data, png_trial_matcher's chains complete, matches in best): keys[r] (cost << 3 |
+ * type) keeps the cheaper of it and the earlier trials (ties to the lower type, tried
+ * first). The first row of a strip tries None and Sub alone (the layout rule). */
+KILN_HD void png_trial_row(const png_matcher *m, uint32_t *best, uint32_t r, uint32_t rowlen, int type,
+			   uint64_t *keys)
+{
+	if (r == 0 && type > PNG_FILTER_SUB)
+		return;
+	uint64_t from = (uint64_t)r * rowlen;
+	uint64_t key = png_trial_cost(m, best, (uint32_t)from + 1, (uint32_t)(from + rowlen)) << 3 | (uint32_t)type;
+	if (type == 0 || key < keys[r])
+		keys[r] = key;
+}
+
+/* High's trials for strip i on one thread: each filter in turn into filt, the chains (s:
+ * head and prev), each row costed into keys (a key a row) with the matches it needs
+ * found as it goes (best: n entries). */
+KILN_HD void png_trial_strip(const png_plan *pl, uint32_t i, uint8_t *filt, uint8_t *rowbuf, png_defl_scratch *s,
+			     uint32_t *best, uint64_t *keys)
+{
+	uint32_t y0, rows = png_plan_strip_rows(pl, i, &y0), rowlen = png_plan_rowlen(pl);
+	for (int type = 0; type < 5; type++) {
+		uint32_t n = png_filter_strip(pl, i, type, NULL, filt, rowbuf);
+		for (uint32_t h = 0; h < PNG_DEFL_HASH_SIZE; h++)
+			s->head[h] = PNG_DEFL_NONE;
+		png_matcher m;
+		png_trial_matcher(&m, filt, n, rowlen, pl->bpp, s->head, s->prev);
+		png_matcher_insert(&m, n);
+		for (uint32_t p = 0; p < n; p++)
+			best[p] = PNG_DEFL_NONE;
+		for (uint32_t r = 0; r < rows; r++)
+			png_trial_row(&m, best, r, rowlen, type, keys);
+	}
+	for (uint32_t h = 0; h < PNG_DEFL_HASH_SIZE; h++)
+		s->head[h] = PNG_DEFL_NONE;
+}
+
+/* Strip i end to end on one thread: (high) the filter trials, filter, Adler-32, deflate
+ * into the output at its work offset, CRC-32 of the deflate data. keys: a key per row
+ * (png_plan_trials only). */
+KILN_HD void png_strip_job(const png_plan *pl, uint32_t i, uint8_t *filt, uint8_t *rowbuf, png_defl_scratch *s,
+			   uint64_t *keys, const uint32_t *crc_table, png_strip_result *res)
+{
+	int trials = png_plan_trials(pl);
+	if (trials)
+		png_trial_strip(pl, i, filt, rowbuf, s, s->cands, keys);
+	uint32_t n = png_filter_strip(pl, i, -1, trials ? keys : NULL, filt, rowbuf);
 	res->adler = kiln_adler32_update(1, filt, n);
 	uint8_t *out = pl->dst + png_plan_work_off(pl, i);
 	size_t size = png_deflate_strip(filt, n, png_plan_rowlen(pl), pl->bpp, pl->quality,
