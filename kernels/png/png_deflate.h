@@ -1100,6 +1100,13 @@ KILN_HD uint32_t png_opt_blocks(uint32_t n)
 	return (n + PNG_OPT_BLOCK - 1) / PNG_OPT_BLOCK;
 }
 
+/* Block b of the nb blocks of a strip of n bytes: [*start, *end). */
+KILN_HD void png_opt_block_range(uint32_t n, uint32_t nb, uint32_t b, uint32_t *start, uint32_t *end)
+{
+	*start = (uint32_t)((uint64_t)n * b / nb);
+	*end = (uint32_t)((uint64_t)n * (b + 1) / nb);
+}
+
 /* The working state of png_deflate_strip_opt (about 9 KiB: the host's stack, the GPU's
  * shared memory). */
 typedef struct png_opt_work {
@@ -1123,7 +1130,8 @@ KILN_HD size_t png_deflate_strip_opt(const uint8_t *d, uint32_t n, int last, con
 		t->dfreq[i] = 0;
 	uint32_t nb = png_opt_blocks(n);
 	for (uint32_t b = 0; b < nb; b++) {
-		uint32_t start = (uint32_t)((uint64_t)n * b / nb), end = (uint32_t)((uint64_t)n * (b + 1) / nb);
+		uint32_t start, end;
+		png_opt_block_range(n, nb, b, &start, &end);
 		png_opt_first_costs(d, start, end, cands, t, &wk->c);
 		uint32_t ntok = 0;
 		for (uint32_t pass = 0; pass < PNG_OPT_PASSES; pass++) {

@@ -586,15 +586,143 @@ __global__ void __launch_bounds__(32) pngenc_deflate_kernel(const png_plan *plan
 		       });
 }
 
+// Positions of a block the parse stages in shared memory at a time (from device memory in
+// one coalesced sweep rather than a load a position on the parse's serial path).
+#define OPT_STAGE 256u
+struct opt_stage {
+	uint32_t cands[OPT_STAGE * PNG_OPT_CANDS];
+	uint8_t d[OPT_STAGE];
+};
+
 // Per-warp (per-CTA) shared state of the high deflate kernel.
 struct opt_shared {
 	png_opt_work work;
+	opt_stage stage;
 	uint32_t size;
 	uint32_t table[256];
 };
 
-// High: the CPU's own png_deflate_strip_opt on lane 0 (its parse passes are serial; the
-// strips of the batch run side by side), its working state in shared memory.
+#ifdef __CUDA_ARCH__
+// png_opt_parse by a warp, same choices: at each position the lanes cost the lengths of
+// the candidates side by side (length lo + lane, + 32, ...), and the warp takes the least
+// cost and, among equal costs, the longest length, which is the choice of the serial loop
+// (it replaces its best on x <= best, lengths ascending), then the literal unless that
+// match costs no more. The serial parse spent about a microsecond a position on one lane
+// (a dependent load and compare a length).
+__device__ static void warp_opt_parse(const uint8_t *d, uint32_t start, uint32_t end, const uint32_t *cands,
+				      const png_opt_costs *c, uint32_t *ring, opt_stage *stage, uint32_t *choice,
+				      int lane)
+{
+	const uint32_t mask = PNG_OPT_RING - 1;
+	if (lane == 0)
+		ring[end & mask] = 0;
+	__syncwarp();
+	uint32_t from = end;  /* the staged positions: [from, from + OPT_STAGE) */
+	for (uint32_t p = end; p-- > start;) {
+		if (p < from) {
+			from = p + 1 >= start + OPT_STAGE ? p + 1 - OPT_STAGE : start;
+			uint32_t cnt = p + 1 - from;
+			__syncwarp();
+			for (uint32_t j = (uint32_t)lane; j < cnt * PNG_OPT_CANDS; j += 32)
+				stage->cands[j] = cands[(uint64_t)from * PNG_OPT_CANDS + j];
+			for (uint32_t j = (uint32_t)lane; j < cnt; j += 32)
+				stage->d[j] = d[from + j];
+			__syncwarp();
+		}
+		const uint32_t *cp = stage->cands + (p - from) * PNG_OPT_CANDS;
+		uint32_t cand[PNG_OPT_CANDS], nc = 0, room = end - p;
+		for (uint32_t k = 0; k < PNG_OPT_CANDS; k++)
+			cand[k] = cp[k];
+		while (nc < PNG_OPT_CANDS && cand[nc])
+			nc++;
+		uint32_t best, pick, ne, ev;
+		if (nc && (cand[nc - 1] & 0xFFFFu) >= PNG_OPT_LONG && room >= PNG_OPT_LONG) {
+			uint32_t len = cand[nc - 1] & 0xFFFFu, dist = cand[nc - 1] >> 16;
+			len = len < room ? len : room;
+			best = ring[(p + len) & mask] + c->len[len] + c->dist[png_dist_code(dist, &ne, &ev)];
+			pick = dist << 16 | len;
+		} else {
+			uint32_t bx = UINT32_MAX, bl = 0, lo = PNG_DEFL_MIN_MATCH;
+			for (uint32_t k = 0; k < nc && lo <= room; k++) {
+				uint32_t len = cand[k] & 0xFFFFu;
+				len = len < room ? len : room;
+				uint32_t dc = c->dist[png_dist_code(cand[k] >> 16, &ne, &ev)];
+				for (uint32_t l = lo + (uint32_t)lane; l <= len; l += 32) {
+					uint32_t x = ring[(p + l) & mask] + c->len[l] + dc;
+					if (x <= bx) {
+						bx = x;
+						bl = l;
+					}
+				}
+				lo = len + 1;
+			}
+			uint32_t mx = __reduce_min_sync(FULL_MASK, bx);
+			uint32_t ml = __reduce_max_sync(FULL_MASK, bx == mx ? bl : 0u);
+			best = ring[(p + 1) & mask] + c->lit[stage->d[p - from]];
+			pick = 1;
+			if (ml && mx <= best) {
+				/* the candidate whose lengths hold ml: the first as long */
+				uint32_t k = 0;
+				while ((cand[k] & 0xFFFFu) < ml && k + 1 < nc)
+					k++;
+				best = mx;
+				pick = (cand[k] >> 16) << 16 | ml;
+			}
+		}
+		__syncwarp();
+		if (lane == 0) {
+			ring[p & mask] = best;
+			choice[p] = pick;
+		}
+		__syncwarp();
+	}
+}
+
+// png_deflate_strip_opt with the parse by the warp (warp_opt_parse) and the rest, serial,
+// on lane 0; the working state in shared memory.
+__device__ static uint32_t warp_deflate_strip_opt(const uint8_t *d, uint32_t n, int last, const uint32_t *cands,
+						  uint32_t *choice, png_opt_work *wk, opt_stage *stage, uint32_t *size,
+						  uint8_t *out, uint64_t cap, int lane)
+{
+	png_bitw w;
+	png_block_tables *t = &wk->t;
+	if (lane == 0) {
+		png_bw_init(&w, out, cap);
+		for (uint32_t i = 0; i < PNG_DEFL_LITLEN; i++)
+			t->lfreq[i] = 0;
+		for (uint32_t i = 0; i < PNG_DEFL_DIST; i++)
+			t->dfreq[i] = 0;
+	}
+	uint32_t nb = png_opt_blocks(n);
+	for (uint32_t b = 0; b < nb; b++) {
+		uint32_t start, end, ntok = 0;
+		png_opt_block_range(n, nb, b, &start, &end);
+		if (lane == 0)
+			png_opt_first_costs(d, start, end, cands, t, &wk->c);
+		for (uint32_t pass = 0; pass < PNG_OPT_PASSES; pass++) {
+			if (pass > 0 && lane == 0)
+				png_opt_costs_from_freq(&wk->c, t);
+			__syncwarp();
+			warp_opt_parse(d, start, end, cands, &wk->c, wk->ring, stage, choice, lane);
+			if (lane == 0)
+				ntok = png_opt_walk(d, start, end, choice, t);
+		}
+		if (lane == 0)
+			png_write_block(&w, t, choice + start, ntok, d + start, end - start, last && b + 1 == nb);
+	}
+	if (lane == 0) {
+		png_bw_end_strip(&w, last);
+		*size = w.overflow ? 0 : (uint32_t)((png_bw_bits(&w) + 7) / 8);
+	}
+	__syncwarp();
+	uint32_t r = *size;
+	__syncwarp();
+	return r;
+}
+#endif
+
+// High: png_deflate_strip_opt's choices, the parse by the warp (warp_deflate_strip_opt);
+// the strips of the batch run side by side.
 __global__ void __launch_bounds__(32) pngenc_opt_kernel(const png_plan *plans, uint32_t count, uint64_t strips,
 							uint8_t *scratch, png_strip_result *results)
 {
@@ -603,13 +731,12 @@ __global__ void __launch_bounds__(32) pngenc_opt_kernel(const png_plan *plans, u
 	int lane = threadIdx.x & 31;
 	deflate_strips(plans, count, strips, scratch, results, sh.table,
 		       [&](const png_plan *pl, uint32_t i, const strip_ptrs *sp, uint32_t n, uint64_t cap) -> uint32_t {
-			       if (lane == 0)
-				       sh.size = (uint32_t)png_deflate_strip_opt(sp->filt, n, i + 1 == pl->strip_count, sp->best,
-										 sp->tokens, &sh.work, sp->out, cap);
-			       __syncwarp();
-			       uint32_t size = sh.size;
-			       __syncwarp();
-			       return size;
+#ifdef __CUDA_ARCH__
+			       return warp_deflate_strip_opt(sp->filt, n, i + 1 == pl->strip_count, sp->best, sp->tokens,
+							     &sh.work, &sh.stage, &sh.size, sp->out, cap, lane);
+#else
+			       return 0;
+#endif
 		       });
 }
 
