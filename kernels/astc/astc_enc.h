@@ -886,11 +886,30 @@ KILN_HD int astc_enc_unorm8(uint32_t c)
 	return (int)(((c & ~m) * 255u + 32768u) >> 16);
 }
 
+/* astc_interpolate of one channel as base + slope x weight (astc_enc_base, astc_enc_slope):
+ * linear, the 16-bit value e0 257 (64 - w) + e1 257 w + 32 = (257 64 e0 + 32) + 257 (e1 - e0) w,
+ * then >> 6 and to 8 bits; sRGB (c = e << 8 | 0x80), ((c0 (64 - w) + c1 w + 32) >> 6) >> 8 =
+ * ((64 c0 + 32) + (c1 - c0) w) >> 14, the sum being >= 0. Two operations a texel once the
+ * channel's base and slope are known. */
+KILN_HD int astc_enc_base(int e0, int srgb)
+{
+	return srgb ? 64 * (e0 << 8 | 0x80) + 32 : 257 * 64 * e0 + 32;
+}
+
+KILN_HD int astc_enc_slope(int e0, int e1, int srgb)
+{
+	return srgb ? (e1 - e0) * 256 : 257 * (e1 - e0);
+}
+
+KILN_HD int astc_enc_decode_at(int base, int slope, int w, int srgb)
+{
+	uint32_t t = (uint32_t)(base + slope * w);
+	return srgb ? (int)(t >> 14) : astc_enc_unorm8(t >> 6);
+}
+
 KILN_HD int astc_enc_interp(int e0, int e1, int w, int srgb)
 {
-	if (srgb)
-		return astc_interpolate(e0, e1, w, srgb);
-	return astc_enc_unorm8(((uint32_t)e0 * 257u * (uint32_t)(64 - w) + (uint32_t)e1 * 257u * (uint32_t)w + 32u) >> 6);
+	return astc_enc_decode_at(astc_enc_base(e0, srgb), astc_enc_slope(e0, e1, srgb), w, srgb);
 }
 
 /* Exact error of an encoding with texel weights W0 (and W1 for channel ccs; ccs 4: none):
@@ -904,19 +923,15 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t
 		astc_enc_decoded_endpoints(s, p, e[p][0], e[p][1]);
 	uint32_t err = 0;
 	int srgb = blk->srgb;
-	/* astc_enc_interp as base + slope x weight per partition and channel: linear, the
-	 * 16-bit value e0 257 (64 - w) + e1 257 w + 32 = (257 64 e0 + 32) + 257 (e1 - e0) w,
-	 * then >> 6 and to 8 bits; sRGB (astc_interpolate, c = e << 8 | 0x80),
-	 * ((c0 (64 - w) + c1 w + 32) >> 6) >> 8 = ((64 c0 + 32) + (c1 - c0) w) >> 14, the sum
-	 * being >= 0 */
+	/* astc_enc_interp as base + slope x weight per partition and channel */
 	int base[4][4], slope[4][4];
 	/* an opaque block whose partitions all decode alpha 255 at both ends has no alpha
 	 * error (255 and 255 interpolate to 255 at every weight) */
 	int alpha = !blk->opaque;
 	KILN_ROLLED for (int p = 0; p < s->partitions; p++) {
 		for (int k = 0; k < 4; k++) {
-			base[p][k] = srgb ? 64 * (e[p][0][k] << 8 | 0x80) + 32 : 257 * 64 * e[p][0][k] + 32;
-			slope[p][k] = srgb ? (e[p][1][k] - e[p][0][k]) * 256 : 257 * (e[p][1][k] - e[p][0][k]);
+			base[p][k] = astc_enc_base(e[p][0][k], srgb);
+			slope[p][k] = astc_enc_slope(e[p][0][k], e[p][1][k], srgb);
 		}
 		alpha |= e[p][0][3] != 255 || e[p][1][3] != 255;
 	}
@@ -1424,10 +1439,10 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
  * infill a texel's weight is one of them; the other entries are left unset). */
 KILN_HD void astc_enc_lut_channel(int e0, int e1, int srgb, int full, int wr, uint8_t *lut)
 {
-	int count = full ? astc_ranges[wr].levels : 65;
+	int count = full ? astc_ranges[wr].levels : 65, base = astc_enc_base(e0, srgb), slope = astc_enc_slope(e0, e1, srgb);
 	KILN_ROLLED for (int t = 0; t < count; t++) {
 		int w = full ? astc_weight_unquant[wr][t] : t;
-		lut[w] = (uint8_t)astc_enc_interp(e0, e1, w, srgb);
+		lut[w] = (uint8_t)astc_enc_decode_at(base, slope, w, srgb);
 	}
 }
 
@@ -1503,9 +1518,11 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	int cur[4][2][4]; /* the decoded endpoints of each partition, as in lut */
 	int dual = s->mode.dual, ccs = dual ? s->ccs : 4, wr = s->mode.wrange;
 	int ng = s->mode.grid_w * s->mode.grid_h, n = blk->n, parts = s->partitions;
-	for (int pl = 0; pl < 2; pl++) {
+	/* a single plane's texel weights serve as both planes' (W1 only names them) */
+	uint8_t *W1 = W[dual];
+	KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 		KILN_ROLLED for (int j = 0; j < ng; j++)
-			gq[pl][j] = astc_weight_unquant[wr][s->weights[pl <= dual ? pl : 0][j]];
+			gq[pl][j] = astc_weight_unquant[wr][s->weights[pl][j]];
 		astc_enc_infill(g, n, gq[pl], W[pl]);
 	}
 	KILN_ROLLED for (int p = 0; p < parts; p++) {
@@ -1514,9 +1531,9 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	}
 	uint32_t total = 0;
 	KILN_ROLLED for (int i = 0; i < n; i++) {
-		terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
+		terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W1[i], ccs);
 		total += terr[i];
-		astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, 1, cerr[part[i]]);
+		astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, 1, cerr[part[i]]);
 	}
 	err = total;
 	/* moves are numbered in sweep order (pos); last: the last one accepted */
@@ -1540,7 +1557,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					int64_t delta = 0;
 					KILN_ROLLED for (int e = first; e < end; e++) {
 						int i = g->full ? e : g->ttex[e], w = astc_enc_texel_weight(g, gq[pl], i);
-						int w0 = pl == 0 ? w : W[0][i], w1 = pl == 1 || !dual ? w : W[1][i];
+						int w0 = pl == 0 ? w : W[0][i], w1 = pl == 1 || !dual ? w : W1[i];
 						delta += (int64_t)astc_enc_texel_err(blk, i, lut[part[i]], w0, w1, ccs) - terr[i];
 					}
 					if (delta < 0) {
@@ -1548,12 +1565,10 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						s->weights[pl][j] = nc;
 						KILN_ROLLED for (int e = first; e < end; e++) {
 							int i = g->full ? e : g->ttex[e], w = astc_enc_texel_weight(g, gq[pl], i);
-							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, -1, cerr[part[i]]);
+							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, -1, cerr[part[i]]);
 							W[pl][i] = (uint8_t)w;
-							if (!dual)
-								W[1][i] = (uint8_t)w;
-							terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
-							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, 1, cerr[part[i]]);
+							terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W1[i], ccs);
+							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, 1, cerr[part[i]]);
 						}
 						err = (uint32_t)((int64_t)err + delta);
 						improved = 1;
@@ -1595,12 +1610,13 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					for (int k = 0; k < 4 && now < was; k++) {
 						if (!((ch >> k) & 1))
 							continue;
-						const uint8_t *wk = k == ccs ? W[1] : W[0];
+						const uint8_t *wk = k == ccs ? W1 : W[0];
+						int base = astc_enc_base(ne[0][k], blk->srgb), slope = astc_enc_slope(ne[0][k], ne[1][k], blk->srgb);
 						nerr[k] = 0;
 						KILN_ROLLED for (int i = 0; i < n && now < was; i++) {
 							if (part[i] != p)
 								continue;
-							int d = astc_enc_interp(ne[0][k], ne[1][k], wk[i], blk->srgb) - (int)blk->px[i][k];
+							int d = astc_enc_decode_at(base, slope, wk[i], blk->srgb) - (int)blk->px[i][k];
 							nerr[k] += d * d;
 							now += d * d;
 						}
@@ -1617,7 +1633,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						}
 						KILN_ROLLED for (int i = 0; i < n; i++)
 							if (part[i] == p)
-								terr[i] = astc_enc_texel_err(blk, i, lut[p], W[0][i], W[1][i], ccs);
+								terr[i] = astc_enc_texel_err(blk, i, lut[p], W[0][i], W1[i], ccs);
 						err = (uint32_t)((int64_t)err + delta);
 						improved = 1;
 						last = pos;
