@@ -268,9 +268,11 @@ typedef struct astc_enc_ctx {
 	float color_step[ASTC_RANGES];
 	/* each weight 0..64 quantised to a weight range and back */
 	uint8_t wrecon[ASTC_WEIGHT_RANGES][65];
-	/* the modes grouped by weight grid: grid_modes[grid_first[g] .. grid_first[g + 1]) */
+	/* the modes grouped by weight grid and plane count, each group in mode order: those of
+	 * grid g with dual planes `dual` are grid_modes[grid_first[2 g + dual] ..
+	 * grid_first[2 g + dual + 1]) */
 	uint16_t grid_modes[ASTC_ENC_MAX_MODES];
-	uint16_t grid_first[ASTC_ENC_MAX_GRIDS + 1];
+	uint16_t grid_first[2 * ASTC_ENC_MAX_GRIDS + 1];
 } astc_enc_ctx;
 
 /* Bits set in x (SWAR on the CPU: no builtin that may become a library call). */
@@ -457,13 +459,13 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 	}
 	astc_enc_init_part34(ctx, n);
 	int at = 0;
-	KILN_ROLLED for (int g = 0; g < ctx->grid_count; g++) {
-		ctx->grid_first[g] = (uint16_t)at;
+	KILN_ROLLED for (int gd = 0; gd < 2 * ctx->grid_count; gd++) {
+		ctx->grid_first[gd] = (uint16_t)at;
 		KILN_ROLLED for (int m = 0; m < ctx->mode_count; m++)
-			if (ctx->modes[m].grid == g)
+			if (2 * ctx->modes[m].grid + ctx->modes[m].dual == gd)
 				ctx->grid_modes[at++] = (uint16_t)m;
 	}
-	ctx->grid_first[ctx->grid_count] = (uint16_t)at;
+	ctx->grid_first[2 * ctx->grid_count] = (uint16_t)at;
 	for (int r = 0; r < ASTC_WEIGHT_RANGES; r++) {
 		astc_enc_steps(astc_weight_unquant[r], astc_ranges[r].levels, 32, ctx->wstep[r]);
 		for (int v = 0; v <= 64; v++)
@@ -1861,6 +1863,37 @@ KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k
 	return n - best;
 }
 
+/* What the ranking of one fit's modes (astc_enc_estimate) knows of each endpoint kind
+ * before it visits the modes: the colour ranges its values can take, read by the bits a
+ * mode's weights leave (crange[kind][left[kind] - weight_bits]; NULL: the kind does not
+ * apply), the expected endpoint quantisation error of each colour range, and the error
+ * the kind adds. */
+typedef struct astc_enc_kinds {
+	const int8_t *crange[ASTC_ENC_KINDS];
+	int left[ASTC_ENC_KINDS];
+	float cterm_of[ASTC_RANGES];
+	float kterm[ASTC_ENC_KINDS];
+} astc_enc_kinds;
+
+/* The colour terms of mode m per endpoint kind (ok[kind] 0: its values do not fit); returns
+ * whether the mode can enter the candidate list at a weight error of dec: the list is not
+ * full, or some kind's error without the weight quantisation term (>= 0; float addition is
+ * monotonic) is below thr, the list's last error. */
+KILN_HD int astc_enc_mode_cterms(const astc_enc_kinds *ks, const astc_enc_mode *m, float dec, int full, float thr,
+				 float *cterm, int *ok)
+{
+	int live = !full;
+	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
+		int left = ks->left[kind], wb = m->weight_bits;
+		ok[kind] = ks->crange[kind] && wb <= left && ks->crange[kind][left - wb] >= 0;
+		if (!ok[kind])
+			continue;
+		cterm[kind] = ks->cterm_of[ks->crange[kind][left - wb]];
+		live = live || dec + cterm[kind] + ks->kterm[kind] < thr;
+	}
+	return live;
+}
+
 /* Ranks the block modes of one plane count for a fit without encoding them: per weight
  * grid, the error of the ideal (unquantised) weights after decimation to the grid, plus
  * per mode the error of quantising those grid weights to its range and an expected
@@ -1919,22 +1952,18 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 	astc_symbolic tmp;
 	tmp.partitions = (uint8_t)parts;
 	tmp.mode.dual = (uint8_t)dual;
-	int values[ASTC_ENC_KINDS], config[ASTC_ENC_KINDS];
-	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++)
-		values[kind] = astc_enc_kind_cems(&tmp, fit, ccs, kind, &config[kind]);
-	/* the expected endpoint quantisation error of each colour range */
-	float cterm_of[ASTC_RANGES];
+	astc_enc_kinds ks;
+	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
+		int config, values = astc_enc_kind_cems(&tmp, fit, ccs, kind, &config);
+		ks.crange[kind] = values ? ctx->crange[values / 2 - 1] : 0;
+		ks.left[kind] = 128 - config;
+		ks.kterm[kind] = kind == 1 ? scale_err : (kind == 2 ? (float)fit->gray_err : 0.0f);
+	}
 	KILN_ROLLED for (int r = 0; r < ASTC_RANGES; r++)
-		cterm_of[r] = (float)channels * ctx->color_step[r] * ctx->color_step[r] / 18.0f * ((float)ef->est_cw / 16.0f);
-	/* and the error each kind adds */
-	float kterm[ASTC_ENC_KINDS];
-	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++)
-		kterm[kind] = kind == 1 ? scale_err : (kind == 2 ? (float)fit->gray_err : 0.0f);
+		ks.cterm_of[r] = (float)channels * ctx->color_step[r] * ctx->color_step[r] / 18.0f * ((float)ef->est_cw / 16.0f);
 	KILN_ROLLED for (int g = 0; g < ctx->grid_count; g++) {
-		int first = ctx->grid_first[g], end = ctx->grid_first[g + 1], any = 0;
-		KILN_ROLLED for (int t = first; t < end && !any; t++)
-			any = ctx->modes[ctx->grid_modes[t]].dual == dual;
-		if (!any)
+		int first = ctx->grid_first[2 * g + dual], end = ctx->grid_first[2 * g + dual + 1];
+		if (first == end)
 			continue;
 		const astc_enc_grid *gr = &ctx->grids[g];
 		int ng = gr->w * gr->h;
@@ -1947,13 +1976,9 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		if (have == count) {
 			int open = 0;
 			KILN_ROLLED for (int t = first; t < end && !open; t++) {
-				const astc_enc_mode *m = &ctx->modes[ctx->grid_modes[t]];
-				if (m->dual != dual)
-					continue;
-				for (int kind = 0; kind < ASTC_ENC_KINDS && !open; kind++) {
-					int cr = values[kind] ? astc_enc_color_range(ctx, values[kind], config[kind] + m->weight_bits) : -1;
-					open = cr >= 0 && cterm_of[cr] + kterm[kind] < errs[count - 1];
-				}
+				float cterm[ASTC_ENC_KINDS];
+				int ok[ASTC_ENC_KINDS];
+				open = astc_enc_mode_cterms(&ks, &ctx->modes[ctx->grid_modes[t]], 0.0f, 1, errs[count - 1], cterm, ok);
 			}
 			if (!open)
 				continue;
@@ -1980,22 +2005,11 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		KILN_ROLLED for (int t = first; t < end; t++) {
 			int mi = ctx->grid_modes[t];
 			const astc_enc_mode *m = &ctx->modes[mi];
-			if (m->dual != dual)
-				continue;
-			/* per kind the colour terms; the error without the weight quantisation
-			 * term (>= 0) bounds the candidate from below: a mode whose bounds cannot
-			 * enter the full list is dropped before that term is computed */
+			/* a mode that cannot enter the full list is dropped before its weight
+			 * quantisation term is computed */
 			float cterm[ASTC_ENC_KINDS];
-			int ok[ASTC_ENC_KINDS], live = 0;
-			for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
-				int cr = values[kind] ? astc_enc_color_range(ctx, values[kind], config[kind] + m->weight_bits) : -1;
-				ok[kind] = cr >= 0;
-				if (!ok[kind])
-					continue;
-				cterm[kind] = cterm_of[cr];
-				live |= have < count || dec + cterm[kind] + kterm[kind] < errs[count - 1];
-			}
-			if (!live)
+			int ok[ASTC_ENC_KINDS];
+			if (!astc_enc_mode_cterms(&ks, m, dec, have == count, have == count ? errs[count - 1] : 0.0f, cterm, ok))
 				continue;
 			float e = dec;
 			KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
@@ -2013,7 +2027,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 					continue;
 				if (!ok[kind])
 					continue;
-				float ek = e + cterm[kind] + kterm[kind];
+				float ek = e + cterm[kind] + ks.kterm[kind];
 				/* insertion into the sorted list; ties keep the lower candidate first */
 				int at = have;
 				while (at > 0 && errs[at - 1] > ek)
