@@ -1492,14 +1492,24 @@ KILN_HD void astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint8
 	cerr[3] += sign * d[3] * d[3];
 }
 
-/* Texel i's weight infilled from the grid weights gq. */
-KILN_HD int astc_enc_texel_weight(const astc_enc_grid *g, const uint8_t *gq, int i)
+/* The infill's sum of every texel (8 + grid weight x factor over its taps; the texel's
+ * weight is the sum >> 4) from the grid weights gq, and the weights; not for a full grid. */
+KILN_HD void astc_enc_infill_sums(const astc_enc_grid *g, int n, const uint8_t *gq, uint16_t *sums, uint8_t *W)
 {
-	if (g->full)
-		return gq[i];
-	const astc_infill_tap *t = &g->taps[i];
-	return (8 + gq[t->idx[0]] * t->fac[0] + gq[t->idx[1]] * t->fac[1] + gq[t->idx[2]] * t->fac[2] +
-		gq[t->idx[3]] * t->fac[3]) >> 4;
+	KILN_ROLLED for (int i = 0; i < n; i++) {
+		const astc_infill_tap *t = &g->taps[i];
+		sums[i] = (uint16_t)(8 + gq[t->idx[0]] * t->fac[0] + gq[t->idx[1]] * t->fac[1] + gq[t->idx[2]] * t->fac[2] +
+				     gq[t->idx[3]] * t->fac[3]);
+		W[i] = (uint8_t)(sums[i] >> 4);
+	}
+}
+
+/* The weight of the texel of grid g's e-th transposed tap once that tap's grid point moves
+ * from a to b = a + step (the texel's infill sum in sums): on a full grid the point is the
+ * texel, of weight b. */
+KILN_HD int astc_enc_moved_weight(const astc_enc_grid *g, const uint16_t *sums, int e, int b, int step)
+{
+	return g->full ? b : (sums[g->ttex[e]] + step * (int)g->tfac[e]) >> 4;
 }
 
 /* Local search on a finished encoding: moves each grid weight, then each colour value, one
@@ -1509,11 +1519,16 @@ KILN_HD int astc_enc_texel_weight(const astc_enc_grid *g, const uint8_t *gq, int
  * its partition whose decoded endpoints move. A sweep ends early where it reaches the
  * moves that followed the last accepted one without accepting any: they were rejected in
  * the same state before. part is the partition of every texel (that of s's seed: the fit's).
+ * A grid weight's move from a to b changes the infill sum of each texel that reads it by
+ * (b - a) times its one non-zero factor for that point (the transposed taps hold each such
+ * texel once), so the texels' sums are kept (not for a full grid, whose texel weights are
+ * its grid weights) and moved instead of infilled again.
  * Returns the new error of s. */
 ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_grid *g,
 					  const uint8_t *part, astc_symbolic *s, uint32_t err, int passes)
 {
-	uint8_t W[2][ASTC_MAX_TEXELS], gq[2][ASTC_MAX_WEIGHTS];
+	uint8_t W[2][ASTC_MAX_TEXELS];
+	uint16_t sums[2][ASTC_MAX_TEXELS];
 	uint8_t lut[4][4][65];
 	uint32_t terr[ASTC_MAX_TEXELS];
 	int32_t cerr[4][4] = {{0}}; /* the error of each partition per channel */
@@ -1523,9 +1538,13 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	/* a single plane's texel weights serve as both planes' (W1 only names them) */
 	uint8_t *W1 = W[dual];
 	KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
+		uint8_t gq[ASTC_MAX_WEIGHTS];
 		KILN_ROLLED for (int j = 0; j < ng; j++)
-			gq[pl][j] = astc_weight_unquant[wr][s->weights[pl][j]];
-		astc_enc_infill(g, n, gq[pl], W[pl]);
+			gq[j] = astc_weight_unquant[wr][s->weights[pl][j]];
+		if (g->full)
+			astc_enc_infill(g, n, gq, W[pl]);
+		else
+			astc_enc_infill_sums(g, n, gq, sums[pl], W[pl]);
 	}
 	KILN_ROLLED for (int p = 0; p < parts; p++) {
 		astc_enc_lut(s, p, blk->srgb, g->full, lut[p]);
@@ -1555,10 +1574,10 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					uint8_t nc = ctx->wstep[wr][old][dir];
 					if (nc == old)
 						continue;
-					gq[pl][j] = astc_weight_unquant[wr][nc];
+					int b = astc_weight_unquant[wr][nc], step = b - astc_weight_unquant[wr][old];
 					int64_t delta = 0;
 					KILN_ROLLED for (int e = first; e < end; e++) {
-						int i = g->full ? e : g->ttex[e], w = astc_enc_texel_weight(g, gq[pl], i);
+						int i = g->full ? e : g->ttex[e], w = astc_enc_moved_weight(g, sums[pl], e, b, step);
 						int w0 = pl == 0 ? w : W[0][i], w1 = pl == 1 || !dual ? w : W1[i];
 						delta += (int64_t)astc_enc_texel_err(blk, i, lut[part[i]], w0, w1, ccs) - terr[i];
 					}
@@ -1566,8 +1585,10 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						/* accept: commit the texels' weights and errors */
 						s->weights[pl][j] = nc;
 						KILN_ROLLED for (int e = first; e < end; e++) {
-							int i = g->full ? e : g->ttex[e], w = astc_enc_texel_weight(g, gq[pl], i);
+							int i = g->full ? e : g->ttex[e], w = astc_enc_moved_weight(g, sums[pl], e, b, step);
 							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, -1, cerr[part[i]]);
+							if (!g->full)
+								sums[pl][i] = (uint16_t)(sums[pl][i] + step * (int)g->tfac[e]);
 							W[pl][i] = (uint8_t)w;
 							terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W1[i], ccs);
 							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, 1, cerr[part[i]]);
@@ -1577,7 +1598,6 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						last = pos;
 						break;
 					}
-					gq[pl][j] = astc_weight_unquant[wr][old];
 				}
 			}
 		}
