@@ -1825,44 +1825,49 @@ ASTC_ENC_OUTLINE void astc_enc_k_means(const astc_enc_block *blk, const astc_enc
 
 /* Texels of a k-clustering (clusters of msize texels) outside the partitions of seed s
  * (k = 3, 4) under the best matching of clusters to partitions; where no matching can
- * bring that under `cut` (each cluster in its best partition), that bound instead. */
+ * bring that under `cut` (each cluster in its best partition), a bound at or above `cut`
+ * instead. */
 KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k, uint64_t masks[4][3],
 					const int *msize, int n, uint32_t cut)
 {
 	const uint64_t(*pl)[3] = ctx->part34[k - 3][seed];
 	const uint8_t *psize = ctx->part34_size[k - 3][seed];
 	int words = (n + 63) >> 6, cnt[4][4], l = k - 1;
-	/* the texels of cluster a in partition b counted for a, b < k - 1; the clusters and the
-	 * partitions each cover every texel once, so the last column and row are what their
-	 * sizes leave */
-	KILN_ROLLED for (int b = 0; b < l; b++) {
-		KILN_ROLLED for (int a = 0; a < l; a++)
-			cnt[a][b] = 0;
-		KILN_ROLLED for (int w = 0; w < words; w++) {
-			uint64_t p0 = pl[0][w], p1 = pl[1][w];
-			uint64_t pm = ((b & 1) ? p0 : ~p0) & ((b & 2) ? p1 : ~p1);
-			KILN_ROLLED for (int a = 0; a < l; a++)
-				cnt[a][b] += astc_enc_popcount(masks[a][w] & pm);
-		}
-	}
-	cnt[l][l] = msize[l];
-	KILN_ROLLED for (int a = 0; a < l; a++)
+	/* cluster by cluster a < k - 1: its texels in partition b counted for b < k - 1, the
+	 * last column what its size leaves; top: each cluster so far in its best partition,
+	 * rest: the texels of the clusters not yet counted. Once even with all of those matched
+	 * `cut` texels are left out, no matching comes under cut. */
+	int top = 0, rest = n;
+	KILN_ROLLED for (int a = 0; a < l; a++) {
+		int mx = 0;
 		cnt[a][l] = msize[a];
+		KILN_ROLLED for (int b = 0; b < l; b++) {
+			cnt[a][b] = 0;
+			KILN_ROLLED for (int w = 0; w < words; w++) {
+				/* word w of partition b's texels */
+				uint64_t pm = ((b & 1) ? pl[0][w] : ~pl[0][w]) & ((b & 2) ? pl[1][w] : ~pl[1][w]);
+				cnt[a][b] += astc_enc_popcount(masks[a][w] & pm);
+			}
+			cnt[a][l] -= cnt[a][b];
+			mx = cnt[a][b] > mx ? cnt[a][b] : mx;
+		}
+		top += cnt[a][l] > mx ? cnt[a][l] : mx;
+		rest -= msize[a];
+		if ((uint32_t)(n - top - rest) >= cut)
+			return n - top - rest;
+	}
+	/* the clusters and the partitions each cover every texel once: the last row is what
+	 * the partitions' sizes leave */
+	int mx = 0;
+	cnt[l][l] = msize[l];
 	KILN_ROLLED for (int b = 0; b < l; b++) {
 		cnt[l][b] = psize[b];
-		KILN_ROLLED for (int a = 0; a < l; a++) {
-			cnt[a][l] -= cnt[a][b];
+		KILN_ROLLED for (int a = 0; a < l; a++)
 			cnt[l][b] -= cnt[a][b];
-		}
 		cnt[l][l] -= cnt[l][b];
+		mx = cnt[l][b] > mx ? cnt[l][b] : mx;
 	}
-	int top = 0;
-	KILN_ROLLED for (int a = 0; a < k; a++) {
-		int mx = 0;
-		KILN_ROLLED for (int b = 0; b < k; b++)
-			mx = cnt[a][b] > mx ? cnt[a][b] : mx;
-		top += mx;
-	}
+	top += cnt[l][l] > mx ? cnt[l][l] : mx;
 	if ((uint32_t)(n - top) >= cut)
 		return n - top;
 	/* the best assignment over every permutation (6 or 24) */
