@@ -66,6 +66,8 @@
 #define ASTC_ENC_MAX_TRY_SEEDS 32
 
 #define ASTC_ENC_MAX_GRIDS 128
+/* a mode's config bits (at most 39) and weights (at most 96) leave at least -7 bits */
+#define ASTC_ENC_CRANGE_PAD 8
 #define ASTC_ENC_MAX_CAND 32
 #define ASTC_ENC_SHORTLIST 4
 
@@ -262,12 +264,16 @@ typedef struct astc_enc_ctx {
 	 * either end */
 	uint8_t wstep[ASTC_WEIGHT_RANGES][32][2];
 	uint8_t cstep[ASTC_RANGES][256][2];
-	/* astc_color_range(2 v + 2, bits) for every count of colour values and of bits left
-	 * (-1: none fits), and the distance between adjacent levels of each colour range */
-	int8_t crange[ASTC_MAX_VALUES / 2][129];
+	/* astc_color_range(2 v + 2, bits) at crange[v][ASTC_ENC_CRANGE_PAD + bits] for every
+	 * count of colour values and of bits left, -1 where none fits: for bits below zero
+	 * down to -ASTC_ENC_CRANGE_PAD, and in the last row (no values: a kind that does not
+	 * apply), so that a lookup needs no test; and the distance between adjacent levels of
+	 * each colour range */
+	int8_t crange[ASTC_MAX_VALUES / 2 + 1][ASTC_ENC_CRANGE_PAD + 129];
 	float color_step[ASTC_RANGES];
-	/* each weight 0..64 quantised to a weight range and back */
-	uint8_t wrecon[ASTC_WEIGHT_RANGES][65];
+	/* each weight 0..64 quantised to a weight range and back, as the float the ranking
+	 * takes */
+	float wrecon[ASTC_WEIGHT_RANGES][65];
 	/* the modes grouped by weight grid and plane count, each group in mode order: those of
 	 * grid g with dual planes `dual` are grid_modes[grid_first[2 g + dual] ..
 	 * grid_first[2 g + dual + 1]) */
@@ -469,15 +475,16 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 	for (int r = 0; r < ASTC_WEIGHT_RANGES; r++) {
 		astc_enc_steps(astc_weight_unquant[r], astc_ranges[r].levels, 32, ctx->wstep[r]);
 		for (int v = 0; v <= 64; v++)
-			ctx->wrecon[r][v] = astc_weight_unquant[r][astc_weight_quant[r][v]];
+			ctx->wrecon[r][v] = (float)astc_weight_unquant[r][astc_weight_quant[r][v]];
 	}
 	for (int r = 0; r < ASTC_RANGES; r++) {
 		astc_enc_steps(astc_color_unquant[r], astc_ranges[r].levels, 256, ctx->cstep[r]);
 		ctx->color_step[r] = 255.0f / (float)(astc_ranges[r].levels - 1);
 	}
-	for (int v = 0; v < ASTC_MAX_VALUES / 2; v++)
-		for (int bits = 0; bits <= 128; bits++)
-			ctx->crange[v][bits] = (int8_t)astc_color_range(2 * v + 2, bits);
+	for (int v = 0; v <= ASTC_MAX_VALUES / 2; v++)
+		for (int bits = -ASTC_ENC_CRANGE_PAD; bits <= 128; bits++)
+			ctx->crange[v][ASTC_ENC_CRANGE_PAD + bits] =
+				(int8_t)(v < ASTC_MAX_VALUES / 2 && bits >= 0 ? astc_color_range(2 * v + 2, bits) : -1);
 }
 
 /* The texels of one block (edge blocks repeat the last row and column). */
@@ -1214,7 +1221,7 @@ ASTC_ENC_OUTLINE int astc_enc_kind_cems(astc_symbolic *s, const astc_enc_fit *fi
  * take `used` bits; -1 when none fits. */
 KILN_HD int astc_enc_color_range(const astc_enc_ctx *ctx, int values, int used)
 {
-	return used <= 128 ? ctx->crange[values / 2 - 1][128 - used] : -1;
+	return used <= 128 ? ctx->crange[values / 2 - 1][ASTC_ENC_CRANGE_PAD + 128 - used] : -1;
 }
 
 /* The CEMs of an endpoint kind (astc_enc_kind_cems) and the colour range a mode with
@@ -1890,9 +1897,9 @@ KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k
 
 /* What the ranking of one fit's modes (astc_enc_estimate) knows of each endpoint kind
  * before it visits the modes: the colour ranges its values can take, read by the bits a
- * mode's weights leave (crange[kind][left[kind] - weight_bits]; NULL: the kind does not
- * apply), the expected endpoint quantisation error of each colour range, and the error
- * the kind adds. */
+ * mode's weights leave (crange[kind][left[kind] - weight_bits], a row of the context's
+ * table: -1 where the values do not fit or the kind does not apply), the expected
+ * endpoint quantisation error of each colour range, and the error the kind adds. */
 typedef struct astc_enc_kinds {
 	const int8_t *crange[ASTC_ENC_KINDS];
 	int left[ASTC_ENC_KINDS];
@@ -1909,11 +1916,11 @@ KILN_HD int astc_enc_mode_cterms(const astc_enc_kinds *ks, const astc_enc_mode *
 {
 	int live = !full;
 	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
-		int left = ks->left[kind], wb = m->weight_bits;
-		ok[kind] = ks->crange[kind] && wb <= left && ks->crange[kind][left - wb] >= 0;
+		int cr = ks->crange[kind][ks->left[kind] - m->weight_bits];
+		ok[kind] = cr >= 0;
 		if (!ok[kind])
 			continue;
-		cterm[kind] = ks->cterm_of[ks->crange[kind][left - wb]];
+		cterm[kind] = ks->cterm_of[cr];
 		live = live || dec + cterm[kind] + ks->kterm[kind] < thr;
 	}
 	return live;
@@ -1980,8 +1987,8 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 	astc_enc_kinds ks;
 	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
 		int config, values = astc_enc_kind_cems(&tmp, fit, ccs, kind, &config);
-		ks.crange[kind] = values ? ctx->crange[values / 2 - 1] : 0;
-		ks.left[kind] = 128 - config;
+		ks.crange[kind] = ctx->crange[values ? values / 2 - 1 : ASTC_MAX_VALUES / 2];
+		ks.left[kind] = ASTC_ENC_CRANGE_PAD + 128 - config;
 		ks.kterm[kind] = kind == 1 ? scale_err : (kind == 2 ? (float)fit->gray_err : 0.0f);
 	}
 	KILN_ROLLED for (int r = 0; r < ASTC_RANGES; r++)
@@ -2040,7 +2047,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 				float q = 0.0f;
 				KILN_ROLLED for (int j = 0; j < ng; j++) {
-					float d = ideal[pl][j] - (float)ctx->wrecon[m->wrange][near[pl][j]];
+					float d = ideal[pl][j] - ctx->wrecon[m->wrange][near[pl][j]];
 					q += d * d * gr->den[j];
 				}
 				e += q / 16.0f * lmean[pl] * ((float)ef->est_qw / 16.0f);
