@@ -279,6 +279,8 @@ typedef struct astc_enc_ctx {
 	 * grid_first[2 g + dual + 1]) */
 	uint16_t grid_modes[ASTC_ENC_MAX_MODES];
 	uint16_t grid_first[2 * ASTC_ENC_MAX_GRIDS + 1];
+	/* the fewest weight bits of the modes at grid_modes[t] and after it in its group */
+	uint8_t grid_wb_min[ASTC_ENC_MAX_MODES];
 } astc_enc_ctx;
 
 /* Bits set in x (SWAR on the CPU: no builtin that may become a library call). */
@@ -472,6 +474,14 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 				ctx->grid_modes[at++] = (uint16_t)m;
 	}
 	ctx->grid_first[2 * ctx->grid_count] = (uint16_t)at;
+	KILN_ROLLED for (int gd = 0; gd < 2 * ctx->grid_count; gd++) {
+		int fewest = 255;
+		KILN_ROLLED for (int t = ctx->grid_first[gd + 1] - 1; t >= ctx->grid_first[gd]; t--) {
+			int wb = ctx->modes[ctx->grid_modes[t]].weight_bits;
+			fewest = wb < fewest ? wb : fewest;
+			ctx->grid_wb_min[t] = (uint8_t)fewest;
+		}
+	}
 	for (int r = 0; r < ASTC_WEIGHT_RANGES; r++) {
 		astc_enc_steps(astc_weight_unquant[r], astc_ranges[r].levels, 32, ctx->wstep[r]);
 		for (int v = 0; v <= 64; v++)
@@ -1907,16 +1917,19 @@ typedef struct astc_enc_kinds {
 	float kterm[ASTC_ENC_KINDS];
 } astc_enc_kinds;
 
-/* The colour terms of mode m per endpoint kind (ok[kind] 0: its values do not fit); returns
- * whether the mode can enter the candidate list at a weight error of dec: the list is not
- * full, or some kind's error without the weight quantisation term (>= 0; float addition is
- * monotonic) is below thr, the list's last error. */
-KILN_HD int astc_enc_mode_cterms(const astc_enc_kinds *ks, const astc_enc_mode *m, float dec, int full, float thr,
+/* The colour terms of a mode with weight_bits per endpoint kind (ok[kind] 0: its values do
+ * not fit); returns whether the mode can enter the candidate list at a weight error of
+ * dec: the list is not full, or some kind's error without the weight quantisation term
+ * (>= 0; float addition is monotonic) is below thr, the list's last error. More weight
+ * bits leave the colour values fewer, so a colour range no finer (astc_color_range takes
+ * the finest that fits) and a colour term no smaller (cterm_of falls with the range):
+ * where a mode cannot enter, no mode with more weight bits can. */
+KILN_HD int astc_enc_mode_cterms(const astc_enc_kinds *ks, int weight_bits, float dec, int full, float thr,
 				 float *cterm, int *ok)
 {
 	int live = !full;
 	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
-		int cr = ks->crange[kind][ks->left[kind] - m->weight_bits];
+		int cr = ks->crange[kind][ks->left[kind] - weight_bits];
 		ok[kind] = cr >= 0;
 		if (!ok[kind])
 			continue;
@@ -2004,17 +2017,12 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			continue;
 		/* once the list is full, a grid none of whose modes could enter it even with no
 		 * weight error (the decimation and quantisation terms are >= 0, and float
-		 * addition is monotonic: the `live` test below with dec = 0) is not fitted */
-		if (have == count) {
-			int open = 0;
-			KILN_ROLLED for (int t = first; t < end && !open; t++) {
-				float cterm[ASTC_ENC_KINDS];
-				int ok[ASTC_ENC_KINDS];
-				open = astc_enc_mode_cterms(&ks, &ctx->modes[ctx->grid_modes[t]], 0.0f, 1, errs[count - 1], cterm, ok);
-			}
-			if (!open)
-				continue;
-		}
+		 * addition is monotonic: the `live` test below with dec = 0), that is whose mode
+		 * of fewest weight bits could not, is not fitted */
+		float cterm[ASTC_ENC_KINDS];
+		int ok[ASTC_ENC_KINDS];
+		if (have == count && !astc_enc_mode_cterms(&ks, ctx->grid_wb_min[first], 0.0f, 1, errs[count - 1], cterm, ok))
+			continue;
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
 		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
@@ -2038,11 +2046,16 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			int mi = ctx->grid_modes[t];
 			const astc_enc_mode *m = &ctx->modes[mi];
 			/* a mode that cannot enter the full list is dropped before its weight
-			 * quantisation term is computed */
-			float cterm[ASTC_ENC_KINDS];
-			int ok[ASTC_ENC_KINDS];
-			if (!astc_enc_mode_cterms(&ks, m, dec, have == count, have == count ? errs[count - 1] : 0.0f, cterm, ok))
+			 * quantisation term is computed, and with it the rest of the grid's where
+			 * their mode of fewest weight bits cannot either (the list's last error only
+			 * falls) */
+			int full = have == count;
+			float thr = full ? errs[count - 1] : 0.0f;
+			if (!astc_enc_mode_cterms(&ks, m->weight_bits, dec, full, thr, cterm, ok)) {
+				if (!astc_enc_mode_cterms(&ks, ctx->grid_wb_min[t], dec, full, thr, cterm, ok))
+					break;
 				continue;
+			}
 			float e = dec;
 			KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 				float q = 0.0f;
