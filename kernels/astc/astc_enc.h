@@ -1595,8 +1595,10 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					int64_t delta = 0;
 					KILN_ROLLED for (int e = first; e < end; e++) {
 						int i = g->full ? e : g->ttex[e], w = astc_enc_moved_weight(g, sums[pl], e, b, step);
-						int w0 = pl == 0 ? w : W[0][i], w1 = pl == 1 || !dual ? w : W1[i];
-						delta += (int64_t)astc_enc_texel_err(blk, i, lut[part[i]], w0, w1, ccs) - terr[i];
+						/* one plane: every channel at w (constants the compiler folds) */
+						uint32_t te = dual ? astc_enc_texel_err(blk, i, lut[part[i]], pl == 0 ? w : W[0][i], pl == 1 ? w : W1[i], ccs)
+								   : astc_enc_texel_err(blk, i, lut[part[i]], w, w, 4);
+						delta += (int64_t)te - terr[i];
 					}
 					if (delta < 0) {
 						/* accept: commit the texels' weights and errors */
@@ -1653,7 +1655,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						int base = astc_enc_base(ne[0][k], blk->srgb), slope = astc_enc_slope(ne[0][k], ne[1][k], blk->srgb);
 						nerr[k] = 0;
 						KILN_ROLLED for (int i = 0; i < n && now < was; i++) {
-							if (part[i] != p)
+							if (parts > 1 && part[i] != p)
 								continue;
 							int d = astc_enc_decode_at(base, slope, wk[i], blk->srgb) - (int)blk->px[i][k];
 							nerr[k] += d * d;
