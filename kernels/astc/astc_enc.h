@@ -1842,6 +1842,13 @@ ASTC_ENC_OUTLINE void astc_enc_k_means(const astc_enc_block *blk, const astc_enc
 	}
 }
 
+/* Every permutation of 0..3, those that leave 3 in place (the permutations of 0..2) first. */
+KILN_HD_CONST uint8_t astc_enc_perms[24][4] = {
+	{0, 1, 2, 3}, {0, 2, 1, 3}, {1, 0, 2, 3}, {1, 2, 0, 3}, {2, 0, 1, 3}, {2, 1, 0, 3}, {0, 1, 3, 2}, {0, 2, 3, 1},
+	{0, 3, 1, 2}, {0, 3, 2, 1}, {1, 0, 3, 2}, {1, 2, 3, 0}, {1, 3, 0, 2}, {1, 3, 2, 0}, {2, 0, 3, 1}, {2, 1, 3, 0},
+	{2, 3, 0, 1}, {2, 3, 1, 0}, {3, 0, 1, 2}, {3, 0, 2, 1}, {3, 1, 0, 2}, {3, 1, 2, 0}, {3, 2, 0, 1}, {3, 2, 1, 0},
+};
+
 /* Texels of a k-clustering (clusters of msize texels) outside the partitions of seed s
  * (k = 3, 4) under the best matching of clusters to partitions; where no matching can
  * bring that under `cut` (each cluster in its best partition), a bound at or above `cut`
@@ -1891,19 +1898,11 @@ KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k
 		return n - top;
 	/* the best assignment over every permutation (6 or 24) */
 	int best = 0;
-	KILN_ROLLED for (int b0 = 0; b0 < k; b0++)
-		KILN_ROLLED for (int b1 = 0; b1 < k; b1++) {
-			if (b1 == b0)
-				continue;
-			KILN_ROLLED for (int b2 = 0; b2 < k; b2++) {
-				if (b2 == b0 || b2 == b1)
-					continue;
-				int sum = cnt[0][b0] + cnt[1][b1] + cnt[2][b2];
-				if (k == 4)
-					sum += cnt[3][6 - b0 - b1 - b2];
-				best = sum > best ? sum : best;
-			}
-		}
+	KILN_ROLLED for (int q = 0; q < (k == 4 ? 24 : 6); q++) {
+		const uint8_t *to = astc_enc_perms[q];
+		int sum = cnt[0][to[0]] + cnt[1][to[1]] + cnt[2][to[2]] + (k == 4 ? cnt[3][to[3]] : 0);
+		best = sum > best ? sum : best;
+	}
 	return n - best;
 }
 
