@@ -251,7 +251,7 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 		uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
 		uint8_t out[16];
 		uint32_t err;
-		astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, out, &err);
+		astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, NULL, out, &err);
 		store_block(dst, out);
 		want_next(lists, &ef, ASTC_ENC_STAGE_ONE, blk.n, at, err);
 	}
@@ -264,7 +264,7 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 			uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
 			uint8_t out[16];
 			load_block(dst, out);
-			astc_encode_stage(ctx, &blk, &ef, stage, out, &err);
+			astc_encode_stage(ctx, &blk, &ef, stage, NULL, out, &err);
 			store_block(dst, out);
 			want_next(lists, &ef, stage, blk.n, at, err);
 		}

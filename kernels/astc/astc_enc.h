@@ -2330,25 +2330,36 @@ KILN_HD int astc_enc_stage_wanted(const astc_enc_effort *ef, int stage, int n, u
 			   ((ef->tries3 > 0 || ef->tries4 > 0) && err > (uint32_t)(ef->gate * n)));
 }
 
+/* The line of the whole block (every texel in partition 0, one plane): searched at ONE,
+ * the start of the later stages. */
+KILN_HD void astc_enc_block_line(const astc_enc_block *blk, astc_enc_fit *fit)
+{
+	fit->parts = 1;
+	fit->ccs = 4;
+	KILN_ROLLED for (int i = 0; i < blk->n; i++)
+		fit->part[i] = 0;
+	astc_enc_fit_lines(blk, fit);
+}
+
 /* The search of one stage for a block that is not constant: replaces *best and *best_err
- * when it finds a closer encoding. */
+ * when it finds a closer encoding. line: the block's line (astc_enc_block_line) where the
+ * caller has it, else NULL. */
 ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-					    const astc_enc_effort *ef, int stage, astc_symbolic *best,
-					    uint32_t *best_err)
+					    const astc_enc_effort *ef, int stage, const astc_enc_fit *line,
+					    astc_symbolic *best, uint32_t *best_err)
 {
 	int n = blk->n;
-	/* the line of the whole block: searched at ONE, the start of the later stages */
-	astc_enc_fit fit;
-	fit.parts = 1;
-	fit.ccs = 4;
-	KILN_ROLLED for (int i = 0; i < n; i++)
-		fit.part[i] = 0;
-	astc_enc_fit_lines(blk, &fit);
+	astc_enc_fit own;
+	if (!line) {
+		astc_enc_block_line(blk, &own);
+		line = &own;
+	}
+	const astc_enc_fit *fit = line;
 	/* one scratch fit for every other partitioning (a fit is most of a GPU thread's
 	 * local memory) */
 	astc_enc_fit alt;
 	if (stage == ASTC_ENC_STAGE_ONE) {
-		astc_enc_search(ctx, blk, &fit, 0, ef, best, best_err);
+		astc_enc_search(ctx, blk, fit, 0, ef, best, best_err);
 	} else if (stage == ASTC_ENC_STAGE_DUAL) {
 		/* a second weight plane for the channel farthest from the line (all that vary
 		 * at high) */
@@ -2358,18 +2369,18 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 			f1->part[i] = 0;
 		int order[4] = {0, 1, 2, 3};
 		for (int a = 1; a < 4; a++)
-			KILN_ROLLED for (int b = a; b > 0 && fit.resid[order[b]] > fit.resid[order[b - 1]]; b--) {
+			KILN_ROLLED for (int b = a; b > 0 && fit->resid[order[b]] > fit->resid[order[b - 1]]; b--) {
 				int t = order[b];
 				order[b] = order[b - 1];
 				order[b - 1] = t;
 			}
-		uint32_t rmax = fit.resid[order[0]];
+		uint32_t rmax = fit->resid[order[0]];
 		int tries = ef->dual_tries;
 		if ((ef->dual_rgate && rmax <= (uint32_t)(ef->dual_rgate * n)) ||
 		    (ef->dual_rfrac && (uint64_t)rmax * ef->dual_rfrac <= *best_err))
 			tries = 0;
 		KILN_ROLLED for (int t = 0; t < tries && *best_err > 0; t++) {
-			if (fit.resid[order[t]] == 0)
+			if (fit->resid[order[t]] == 0)
 				break;
 			f1->ccs = order[t];
 			astc_enc_fit_lines(blk, f1);
@@ -2380,13 +2391,13 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 		/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
 		 * the residual of a line fit per partition; the best few searched in full */
 		int tries = ef->p2_tries, full = ef->p2_full;
-		uint32_t rsum = fit.resid[0] + fit.resid[1] + fit.resid[2] + fit.resid[3];
+		uint32_t rsum = fit->resid[0] + fit->resid[1] + fit->resid[2] + fit->resid[3];
 		if ((ef->p2_rgate && rsum <= (uint32_t)(ef->p2_rgate * n)) ||
 		    (ef->p2_rfrac && (uint64_t)rsum * ef->p2_rfrac <= *best_err))
 			tries = 0;
 		if (tries > 0 && *best_err > (uint32_t)(ef->p2_gate * n)) {
 			uint64_t labels[3];
-			astc_enc_two_means(blk, &fit, labels);
+			astc_enc_two_means(blk, fit, labels);
 			int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
 			uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
 			KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
@@ -2429,26 +2440,36 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 			}
 		}
 		if (ef->tries3 > 0 && *best_err > gate)
-			astc_enc_search_parts(ctx, blk, &fit, 3, ef->tries3, ef->full3, ef, &alt, best, best_err);
+			astc_enc_search_parts(ctx, blk, fit, 3, ef->tries3, ef->full3, ef, &alt, best, best_err);
 		if (ef->tries4 > 0 && *best_err > gate &&
 		    (ef->p4_mult == 0 || *best_err > ef->p4_mult * gate || (best->kind == ASTC_KIND_NORMAL && best->partitions == 3)))
-			astc_enc_search_parts(ctx, blk, &fit, 4, ef->tries4, ef->full4, ef, &alt, best, best_err);
+			astc_enc_search_parts(ctx, blk, fit, 4, ef->tries4, ef->full4, ef, &alt, best, best_err);
 	}
+}
+
+/* Whether every texel of the block is the same colour (a void extent). */
+KILN_HD int astc_enc_constant(const astc_enc_block *blk)
+{
+	int constant = 1;
+	KILN_ROLLED for (int i = 1; i < blk->n && constant; i++)
+		for (int k = 0; k < 4; k++)
+			constant &= blk->px[i][k] == blk->px[0][k];
+	return constant;
 }
 
 /* Runs one stage of a block's search. ONE encodes the block into out (16 bytes) and sets
  * *err to its squared error (0 for a void extent); a later stage takes out and *err as
- * they are and replaces them when it finds a closer encoding. */
+ * they are and replaces them when it finds a closer encoding. line: the block's line
+ * where the caller has fitted it (astc_enc_block_line; the block is then not constant),
+ * else NULL. */
 ASTC_ENC_OUTLINE void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-					const astc_enc_effort *ef, int stage, uint8_t *out, uint32_t *err)
+					const astc_enc_effort *ef, int stage, const astc_enc_fit *line, uint8_t *out,
+					uint32_t *err)
 {
 	astc_symbolic best;
 	best.kind = ASTC_KIND_NORMAL;
 	best.partitions = 1;
-	int n = blk->n, constant = stage == ASTC_ENC_STAGE_ONE;
-	KILN_ROLLED for (int i = 1; i < n && constant; i++)
-		for (int k = 0; k < 4; k++)
-			constant &= blk->px[i][k] == blk->px[0][k];
+	int constant = stage == ASTC_ENC_STAGE_ONE && !line && astc_enc_constant(blk);
 	uint32_t best_err = stage == ASTC_ENC_STAGE_ONE ? UINT32_MAX : *err;
 	if (constant) {
 		best.kind = ASTC_KIND_VOID;
@@ -2456,7 +2477,7 @@ ASTC_ENC_OUTLINE void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc_
 			best.void_color[k] = (uint16_t)(blk->px[0][k] * 257);
 		best_err = 0;
 	} else {
-		astc_enc_search_stage(ctx, blk, ef, stage, &best, &best_err);
+		astc_enc_search_stage(ctx, blk, ef, stage, line, &best, &best_err);
 	}
 	if (stage == ASTC_ENC_STAGE_ONE || best_err < *err) {
 		astc_pack(&best, out);
@@ -2464,17 +2485,23 @@ ASTC_ENC_OUTLINE void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc_
 	}
 }
 
-/* Encodes one block into 16 bytes: every stage it wants, in order. */
+/* Encodes one block into 16 bytes: every stage it wants, in order, from one fit of the
+ * block's line (a GPU runs the stages apart and fits it at each). */
 KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *blk, int quality,
 			       uint8_t *out)
 {
 	astc_enc_effort ef;
 	astc_enc_effort_of(quality, &ef);
+	astc_enc_fit line;
+	int constant = astc_enc_constant(blk);
+	if (!constant)
+		astc_enc_block_line(blk, &line);
 	uint32_t err;
-	astc_encode_stage(ctx, blk, &ef, ASTC_ENC_STAGE_ONE, out, &err);
+	astc_encode_stage(ctx, blk, &ef, ASTC_ENC_STAGE_ONE, constant ? 0 : &line, out, &err);
+	/* a later stage wants an error above 0, which a constant block does not leave */
 	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++)
 		if (astc_enc_stage_wanted(&ef, stage, blk->n, err))
-			astc_encode_stage(ctx, blk, &ef, stage, out, &err);
+			astc_encode_stage(ctx, blk, &ef, stage, &line, out, &err);
 }
 
 #endif
