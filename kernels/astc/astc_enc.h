@@ -2321,13 +2321,45 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
  * every candidate would. */
 enum { ASTC_ENC_STAGE_ONE, ASTC_ENC_STAGE_DUAL, ASTC_ENC_STAGE_PARTS, ASTC_ENC_STAGES };
 
-/* Whether a later stage can change a block of n texels whose error so far is err. */
-KILN_HD int astc_enc_stage_wanted(const astc_enc_effort *ef, int stage, int n, uint32_t err)
+/* The second-plane channels the DUAL stage tries for a block of n texels whose line
+ * leaves the residuals resid (astc_enc_fit) and whose error so far is err: none where the
+ * largest residual does not pass the residual gates (dual_rgate, dual_rfrac). */
+KILN_HD int astc_enc_dual_tries(const astc_enc_effort *ef, int n, const uint32_t *resid, uint32_t err)
 {
+	uint32_t rmax = 0;
+	for (int k = 0; k < 4; k++)
+		rmax = resid[k] > rmax ? resid[k] : rmax;
+	if ((ef->dual_rgate && rmax <= (uint32_t)(ef->dual_rgate * n)) ||
+	    (ef->dual_rfrac && (uint64_t)rmax * ef->dual_rfrac <= err))
+		return 0;
+	return ef->dual_tries;
+}
+
+/* The 2-partition seeds the PARTS stage scores for such a block: none under the error
+ * gate (p2_gate) or where the residual of all channels does not pass the residual gates
+ * (p2_rgate, p2_rfrac). */
+KILN_HD int astc_enc_p2_tries(const astc_enc_effort *ef, int n, const uint32_t *resid, uint32_t err)
+{
+	uint32_t rsum = resid[0] + resid[1] + resid[2] + resid[3];
+	if ((ef->p2_rgate && rsum <= (uint32_t)(ef->p2_rgate * n)) ||
+	    (ef->p2_rfrac && (uint64_t)rsum * ef->p2_rfrac <= err) || err <= (uint32_t)(ef->p2_gate * n))
+		return 0;
+	return ef->p2_tries;
+}
+
+/* Whether a later stage can change a block of n texels whose error so far is err and
+ * whose line leaves the residuals resid: a stage turned away here would search nothing
+ * (its gates as astc_enc_search_stage applies them, a DUAL stage none where every
+ * residual is 0), so a GPU lists only blocks with work. */
+KILN_HD int astc_enc_stage_wanted(const astc_enc_effort *ef, int stage, int n, uint32_t err, const uint32_t *resid)
+{
+	if (err == 0)
+		return 0;
 	if (stage == ASTC_ENC_STAGE_DUAL)
-		return ef->dual_tries > 0 && err > (uint32_t)(ef->dual_gate * n) && err > 0;
-	return err > 0 && ((ef->p2_tries > 0 && err > (uint32_t)(ef->p2_gate * n)) ||
-			   ((ef->tries3 > 0 || ef->tries4 > 0) && err > (uint32_t)(ef->gate * n)));
+		return err > (uint32_t)(ef->dual_gate * n) && astc_enc_dual_tries(ef, n, resid, err) > 0 &&
+		       (resid[0] | resid[1] | resid[2] | resid[3]) != 0;
+	return astc_enc_p2_tries(ef, n, resid, err) > 0 ||
+	       ((ef->tries3 > 0 || ef->tries4 > 0) && err > (uint32_t)(ef->gate * n));
 }
 
 /* The line of the whole block (every texel in partition 0, one plane): searched at ONE,
@@ -2341,20 +2373,13 @@ KILN_HD void astc_enc_block_line(const astc_enc_block *blk, astc_enc_fit *fit)
 	astc_enc_fit_lines(blk, fit);
 }
 
-/* The search of one stage for a block that is not constant: replaces *best and *best_err
- * when it finds a closer encoding. line: the block's line (astc_enc_block_line) where the
- * caller has it, else NULL. */
+/* The search of one stage for a block that is not constant, whose line (astc_enc_block_line)
+ * is fit: replaces *best and *best_err when it finds a closer encoding. */
 ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-					    const astc_enc_effort *ef, int stage, const astc_enc_fit *line,
+					    const astc_enc_effort *ef, int stage, const astc_enc_fit *fit,
 					    astc_symbolic *best, uint32_t *best_err)
 {
 	int n = blk->n;
-	astc_enc_fit own;
-	if (!line) {
-		astc_enc_block_line(blk, &own);
-		line = &own;
-	}
-	const astc_enc_fit *fit = line;
 	/* one scratch fit for every other partitioning (a fit is most of a GPU thread's
 	 * local memory) */
 	astc_enc_fit alt;
@@ -2374,11 +2399,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 				order[b] = order[b - 1];
 				order[b - 1] = t;
 			}
-		uint32_t rmax = fit->resid[order[0]];
-		int tries = ef->dual_tries;
-		if ((ef->dual_rgate && rmax <= (uint32_t)(ef->dual_rgate * n)) ||
-		    (ef->dual_rfrac && (uint64_t)rmax * ef->dual_rfrac <= *best_err))
-			tries = 0;
+		int tries = astc_enc_dual_tries(ef, n, fit->resid, *best_err);
 		KILN_ROLLED for (int t = 0; t < tries && *best_err > 0; t++) {
 			if (fit->resid[order[t]] == 0)
 				break;
@@ -2390,12 +2411,8 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 		uint32_t gate = (uint32_t)(ef->gate * n);
 		/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
 		 * the residual of a line fit per partition; the best few searched in full */
-		int tries = ef->p2_tries, full = ef->p2_full;
-		uint32_t rsum = fit->resid[0] + fit->resid[1] + fit->resid[2] + fit->resid[3];
-		if ((ef->p2_rgate && rsum <= (uint32_t)(ef->p2_rgate * n)) ||
-		    (ef->p2_rfrac && (uint64_t)rsum * ef->p2_rfrac <= *best_err))
-			tries = 0;
-		if (tries > 0 && *best_err > (uint32_t)(ef->p2_gate * n)) {
+		int tries = astc_enc_p2_tries(ef, n, fit->resid, *best_err), full = ef->p2_full;
+		if (tries > 0) {
 			uint64_t labels[3];
 			astc_enc_two_means(blk, fit, labels);
 			int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
@@ -2461,22 +2478,32 @@ KILN_HD int astc_enc_constant(const astc_enc_block *blk)
  * *err to its squared error (0 for a void extent); a later stage takes out and *err as
  * they are and replaces them when it finds a closer encoding. line: the block's line
  * where the caller has fitted it (astc_enc_block_line; the block is then not constant),
- * else NULL. */
+ * else NULL (it is fitted here); resid gets the line's residuals, for
+ * astc_enc_stage_wanted (zeros for a void extent). */
 ASTC_ENC_OUTLINE void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 					const astc_enc_effort *ef, int stage, const astc_enc_fit *line, uint8_t *out,
-					uint32_t *err)
+					uint32_t *err, uint32_t *resid)
 {
 	astc_symbolic best;
 	best.kind = ASTC_KIND_NORMAL;
 	best.partitions = 1;
 	int constant = stage == ASTC_ENC_STAGE_ONE && !line && astc_enc_constant(blk);
 	uint32_t best_err = stage == ASTC_ENC_STAGE_ONE ? UINT32_MAX : *err;
+	for (int k = 0; k < 4; k++)
+		resid[k] = 0;
 	if (constant) {
 		best.kind = ASTC_KIND_VOID;
 		for (int k = 0; k < 4; k++)
 			best.void_color[k] = (uint16_t)(blk->px[0][k] * 257);
 		best_err = 0;
 	} else {
+		astc_enc_fit own;
+		if (!line) {
+			astc_enc_block_line(blk, &own);
+			line = &own;
+		}
+		for (int k = 0; k < 4; k++)
+			resid[k] = line->resid[k];
 		astc_enc_search_stage(ctx, blk, ef, stage, line, &best, &best_err);
 	}
 	if (stage == ASTC_ENC_STAGE_ONE || best_err < *err) {
@@ -2496,12 +2523,12 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 	int constant = astc_enc_constant(blk);
 	if (!constant)
 		astc_enc_block_line(blk, &line);
-	uint32_t err;
-	astc_encode_stage(ctx, blk, &ef, ASTC_ENC_STAGE_ONE, constant ? 0 : &line, out, &err);
+	uint32_t err, resid[4];
+	astc_encode_stage(ctx, blk, &ef, ASTC_ENC_STAGE_ONE, constant ? 0 : &line, out, &err, resid);
 	/* a later stage wants an error above 0, which a constant block does not leave */
 	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++)
-		if (astc_enc_stage_wanted(&ef, stage, blk->n, err))
-			astc_encode_stage(ctx, blk, &ef, stage, &line, out, &err);
+		if (astc_enc_stage_wanted(&ef, stage, blk->n, err, resid))
+			astc_encode_stage(ctx, blk, &ef, stage, &line, out, &err, resid);
 }
 
 #endif
