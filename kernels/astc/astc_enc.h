@@ -1359,22 +1359,24 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			KILN_ROLLED for (int p = 0; p < parts; p++) {
 				int e0[4], e1[4];
 				astc_enc_decoded_endpoints(&cur, p, e0, e1);
+				/* the line's direction on plane 0 (channel ccs zeroed: its term of every
+				 * product is 0) */
 				int d[4], dd = 0;
 				for (int k = 0; k < 4; k++) {
-					d[k] = e1[k] - e0[k];
-					dd += k == ccs ? 0 : d[k] * d[k];
+					d[k] = k == ccs ? 0 : e1[k] - e0[k];
+					dd += d[k] * d[k];
 				}
 				KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 					if (fit->part[i] != p)
 						continue;
-					int t = 0;
-					for (int k = 0; k < 4; k++)
-						t += k == ccs ? 0 : ((int)blk->px[i][k] - e0[k]) * d[k];
+					const uint8_t *x = blk->px[i];
+					/* written out: a loop of 4 is not unrolled at -O2 */
+					int t = (x[0] - e0[0]) * d[0] + (x[1] - e0[1]) * d[1] + (x[2] - e0[2]) * d[2] + (x[3] - e0[3]) * d[3];
 					float f = dd > 0 ? (float)t / (float)dd : 0.5f;
 					tw[0][i] = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
 					if (dual) {
-						int dc = d[ccs];
-						f = dc != 0 ? (float)((int)blk->px[i][ccs] - e0[ccs]) / (float)dc : 0.5f;
+						int dc = e1[ccs] - e0[ccs];
+						f = dc != 0 ? (float)((int)x[ccs] - e0[ccs]) / (float)dc : 0.5f;
 						tw[1][i] = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
 					}
 				}
