@@ -1467,13 +1467,12 @@ KILN_HD void astc_enc_lut_channel(int e0, int e1, int srgb, int full, int wr, ui
 	}
 }
 
-/* The decoded value of every channel of partition p (astc_enc_lut_channel). */
-ASTC_ENC_OUTLINE void astc_enc_lut(const astc_symbolic *s, int p, int srgb, int full, uint8_t lut[4][65])
+/* The decoded value of every channel between decoded endpoints e[0] and e[1]
+ * (astc_enc_lut_channel). */
+ASTC_ENC_OUTLINE void astc_enc_lut(const int e[2][4], int srgb, int full, int wr, uint8_t lut[4][65])
 {
-	int e0[4], e1[4];
-	astc_enc_decoded_endpoints(s, p, e0, e1);
 	for (int k = 0; k < 4; k++)
-		astc_enc_lut_channel(e0[k], e1[k], srgb, full, s->mode.wrange, lut[k]);
+		astc_enc_lut_channel(e[0][k], e[1][k], srgb, full, wr, lut[k]);
 }
 
 /* Texel i's decoded minus original value in each channel under the tables of its
@@ -1566,8 +1565,8 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 			astc_enc_infill_sums(g, n, gq, sums[pl], W[pl]);
 	}
 	KILN_ROLLED for (int p = 0; p < parts; p++) {
-		astc_enc_lut(s, p, blk->srgb, g->full, lut[p]);
 		astc_enc_decoded_endpoints(s, p, cur[p][0], cur[p][1]);
+		astc_enc_lut((const int(*)[4])cur[p], blk->srgb, g->full, wr, lut[p]);
 	}
 	uint32_t total = 0;
 	KILN_ROLLED for (int i = 0; i < n; i++) {
