@@ -65,10 +65,13 @@ KILN_HD uint32_t astc_bits_get(const uint8_t *b, int pos, int n, int end)
 /* ORs n bits of v in at pos (the block starts zeroed). */
 KILN_HD void astc_bits_put(uint8_t *b, int pos, int n, uint32_t v)
 {
-	KILN_ROLLED for (int i = 0; i < n; i++) {
-		int p = pos + i;
-		if (p < 128)
-			b[p >> 3] |= (uint8_t)(((v >> i) & 1u) << (p & 7));
+	/* a byte's worth of bits at a time (n <= 31): a run never straddles a byte, so the
+	 * runs below bit 128 are the bits below it */
+	v &= (1u << n) - 1u;
+	KILN_ROLLED for (int take = 0; n > 0 && pos < 128; pos += take, n -= take, v >>= take) {
+		int at = pos & 7;
+		take = 8 - at < n ? 8 - at : n;
+		b[pos >> 3] |= (uint8_t)((v & ((1u << take) - 1u)) << at);
 	}
 }
 

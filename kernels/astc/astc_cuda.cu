@@ -212,10 +212,10 @@ struct astc_gpu_list {
 
 // Puts block `at` of the run on the list of the first stage after `done` that it wants.
 __device__ static void want_next(astc_gpu_list *lists, const astc_enc_effort *ef, int done, int n, uint32_t at,
-				 uint32_t err)
+				 uint32_t err, const uint32_t *resid)
 {
 	for (int stage = done + 1; stage < ASTC_ENC_STAGES; stage++) {
-		if (astc_enc_stage_wanted(ef, stage, n, err)) {
+		if (astc_enc_stage_wanted(ef, stage, n, err, resid)) {
 			astc_gpu_list *l = &lists[stage - 1];
 			uint32_t k = atomicAdd(&l->count, 1u);
 			l->at[k] = (uint16_t)at;
@@ -250,10 +250,10 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 		astc_enc_block blk;
 		uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
 		uint8_t out[16];
-		uint32_t err;
-		astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, out, &err);
+		uint32_t err, resid[4];
+		astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, NULL, out, &err, resid);
 		store_block(dst, out);
-		want_next(lists, &ef, ASTC_ENC_STAGE_ONE, blk.n, at, err);
+		want_next(lists, &ef, ASTC_ENC_STAGE_ONE, blk.n, at, err, resid);
 	}
 	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++) {
 		__syncthreads();
@@ -264,9 +264,10 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 			uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
 			uint8_t out[16];
 			load_block(dst, out);
-			astc_encode_stage(ctx, &blk, &ef, stage, out, &err);
+			uint32_t resid[4];
+			astc_encode_stage(ctx, &blk, &ef, stage, NULL, out, &err, resid);
 			store_block(dst, out);
-			want_next(lists, &ef, stage, blk.n, at, err);
+			want_next(lists, &ef, stage, blk.n, at, err, resid);
 		}
 	}
 }

@@ -66,6 +66,8 @@
 #define ASTC_ENC_MAX_TRY_SEEDS 32
 
 #define ASTC_ENC_MAX_GRIDS 128
+/* a mode's config bits (at most 39) and weights (at most 96) leave at least -7 bits */
+#define ASTC_ENC_CRANGE_PAD 8
 #define ASTC_ENC_MAX_CAND 32
 #define ASTC_ENC_SHORTLIST 4
 
@@ -262,15 +264,23 @@ typedef struct astc_enc_ctx {
 	 * either end */
 	uint8_t wstep[ASTC_WEIGHT_RANGES][32][2];
 	uint8_t cstep[ASTC_RANGES][256][2];
-	/* astc_color_range(2 v + 2, bits) for every count of colour values and of bits left
-	 * (-1: none fits), and the distance between adjacent levels of each colour range */
-	int8_t crange[ASTC_MAX_VALUES / 2][129];
+	/* astc_color_range(2 v + 2, bits) at crange[v][ASTC_ENC_CRANGE_PAD + bits] for every
+	 * count of colour values and of bits left, -1 where none fits: for bits below zero
+	 * down to -ASTC_ENC_CRANGE_PAD, and in the last row (no values: a kind that does not
+	 * apply), so that a lookup needs no test; and the distance between adjacent levels of
+	 * each colour range */
+	int8_t crange[ASTC_MAX_VALUES / 2 + 1][ASTC_ENC_CRANGE_PAD + 129];
 	float color_step[ASTC_RANGES];
-	/* each weight 0..64 quantised to a weight range and back */
-	uint8_t wrecon[ASTC_WEIGHT_RANGES][65];
-	/* the modes grouped by weight grid: grid_modes[grid_first[g] .. grid_first[g + 1]) */
+	/* each weight 0..64 quantised to a weight range and back, as the float the ranking
+	 * takes */
+	float wrecon[ASTC_WEIGHT_RANGES][65];
+	/* the modes grouped by weight grid and plane count, each group in mode order: those of
+	 * grid g with dual planes `dual` are grid_modes[grid_first[2 g + dual] ..
+	 * grid_first[2 g + dual + 1]) */
 	uint16_t grid_modes[ASTC_ENC_MAX_MODES];
-	uint16_t grid_first[ASTC_ENC_MAX_GRIDS + 1];
+	uint16_t grid_first[2 * ASTC_ENC_MAX_GRIDS + 1];
+	/* the fewest weight bits of the modes at grid_modes[t] and after it in its group */
+	uint8_t grid_wb_min[ASTC_ENC_MAX_MODES];
 } astc_enc_ctx;
 
 /* Bits set in x (SWAR on the CPU: no builtin that may become a library call). */
@@ -457,25 +467,34 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 	}
 	astc_enc_init_part34(ctx, n);
 	int at = 0;
-	KILN_ROLLED for (int g = 0; g < ctx->grid_count; g++) {
-		ctx->grid_first[g] = (uint16_t)at;
+	KILN_ROLLED for (int gd = 0; gd < 2 * ctx->grid_count; gd++) {
+		ctx->grid_first[gd] = (uint16_t)at;
 		KILN_ROLLED for (int m = 0; m < ctx->mode_count; m++)
-			if (ctx->modes[m].grid == g)
+			if (2 * ctx->modes[m].grid + ctx->modes[m].dual == gd)
 				ctx->grid_modes[at++] = (uint16_t)m;
 	}
-	ctx->grid_first[ctx->grid_count] = (uint16_t)at;
+	ctx->grid_first[2 * ctx->grid_count] = (uint16_t)at;
+	KILN_ROLLED for (int gd = 0; gd < 2 * ctx->grid_count; gd++) {
+		int fewest = 255;
+		KILN_ROLLED for (int t = ctx->grid_first[gd + 1] - 1; t >= ctx->grid_first[gd]; t--) {
+			int wb = ctx->modes[ctx->grid_modes[t]].weight_bits;
+			fewest = wb < fewest ? wb : fewest;
+			ctx->grid_wb_min[t] = (uint8_t)fewest;
+		}
+	}
 	for (int r = 0; r < ASTC_WEIGHT_RANGES; r++) {
 		astc_enc_steps(astc_weight_unquant[r], astc_ranges[r].levels, 32, ctx->wstep[r]);
 		for (int v = 0; v <= 64; v++)
-			ctx->wrecon[r][v] = astc_weight_unquant[r][astc_weight_quant[r][v]];
+			ctx->wrecon[r][v] = (float)astc_weight_unquant[r][astc_weight_quant[r][v]];
 	}
 	for (int r = 0; r < ASTC_RANGES; r++) {
 		astc_enc_steps(astc_color_unquant[r], astc_ranges[r].levels, 256, ctx->cstep[r]);
 		ctx->color_step[r] = 255.0f / (float)(astc_ranges[r].levels - 1);
 	}
-	for (int v = 0; v < ASTC_MAX_VALUES / 2; v++)
-		for (int bits = 0; bits <= 128; bits++)
-			ctx->crange[v][bits] = (int8_t)astc_color_range(2 * v + 2, bits);
+	for (int v = 0; v <= ASTC_MAX_VALUES / 2; v++)
+		for (int bits = -ASTC_ENC_CRANGE_PAD; bits <= 128; bits++)
+			ctx->crange[v][ASTC_ENC_CRANGE_PAD + bits] =
+				(int8_t)(v < ASTC_MAX_VALUES / 2 && bits >= 0 ? astc_color_range(2 * v + 2, bits) : -1);
 }
 
 /* The texels of one block (edge blocks repeat the last row and column). */
@@ -886,11 +905,30 @@ KILN_HD int astc_enc_unorm8(uint32_t c)
 	return (int)(((c & ~m) * 255u + 32768u) >> 16);
 }
 
+/* astc_interpolate of one channel as base + slope x weight (astc_enc_base, astc_enc_slope):
+ * linear, the 16-bit value e0 257 (64 - w) + e1 257 w + 32 = (257 64 e0 + 32) + 257 (e1 - e0) w,
+ * then >> 6 and to 8 bits; sRGB (c = e << 8 | 0x80), ((c0 (64 - w) + c1 w + 32) >> 6) >> 8 =
+ * ((64 c0 + 32) + (c1 - c0) w) >> 14, the sum being >= 0. Two operations a texel once the
+ * channel's base and slope are known. */
+KILN_HD int astc_enc_base(int e0, int srgb)
+{
+	return srgb ? 64 * (e0 << 8 | 0x80) + 32 : 257 * 64 * e0 + 32;
+}
+
+KILN_HD int astc_enc_slope(int e0, int e1, int srgb)
+{
+	return srgb ? (e1 - e0) * 256 : 257 * (e1 - e0);
+}
+
+KILN_HD int astc_enc_decode_at(int base, int slope, int w, int srgb)
+{
+	uint32_t t = (uint32_t)(base + slope * w);
+	return srgb ? (int)(t >> 14) : astc_enc_unorm8(t >> 6);
+}
+
 KILN_HD int astc_enc_interp(int e0, int e1, int w, int srgb)
 {
-	if (srgb)
-		return astc_interpolate(e0, e1, w, srgb);
-	return astc_enc_unorm8(((uint32_t)e0 * 257u * (uint32_t)(64 - w) + (uint32_t)e1 * 257u * (uint32_t)w + 32u) >> 6);
+	return astc_enc_decode_at(astc_enc_base(e0, srgb), astc_enc_slope(e0, e1, srgb), w, srgb);
 }
 
 /* Exact error of an encoding with texel weights W0 (and W1 for channel ccs; ccs 4: none):
@@ -904,19 +942,15 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t
 		astc_enc_decoded_endpoints(s, p, e[p][0], e[p][1]);
 	uint32_t err = 0;
 	int srgb = blk->srgb;
-	/* astc_enc_interp as base + slope x weight per partition and channel: linear, the
-	 * 16-bit value e0 257 (64 - w) + e1 257 w + 32 = (257 64 e0 + 32) + 257 (e1 - e0) w,
-	 * then >> 6 and to 8 bits; sRGB (astc_interpolate, c = e << 8 | 0x80),
-	 * ((c0 (64 - w) + c1 w + 32) >> 6) >> 8 = ((64 c0 + 32) + (c1 - c0) w) >> 14, the sum
-	 * being >= 0 */
+	/* astc_enc_interp as base + slope x weight per partition and channel */
 	int base[4][4], slope[4][4];
 	/* an opaque block whose partitions all decode alpha 255 at both ends has no alpha
 	 * error (255 and 255 interpolate to 255 at every weight) */
 	int alpha = !blk->opaque;
 	KILN_ROLLED for (int p = 0; p < s->partitions; p++) {
 		for (int k = 0; k < 4; k++) {
-			base[p][k] = srgb ? 64 * (e[p][0][k] << 8 | 0x80) + 32 : 257 * 64 * e[p][0][k] + 32;
-			slope[p][k] = srgb ? (e[p][1][k] - e[p][0][k]) * 256 : 257 * (e[p][1][k] - e[p][0][k]);
+			base[p][k] = astc_enc_base(e[p][0][k], srgb);
+			slope[p][k] = astc_enc_slope(e[p][0][k], e[p][1][k], srgb);
 		}
 		alpha |= e[p][0][3] != 255 || e[p][1][3] != 255;
 	}
@@ -1197,7 +1231,7 @@ ASTC_ENC_OUTLINE int astc_enc_kind_cems(astc_symbolic *s, const astc_enc_fit *fi
  * take `used` bits; -1 when none fits. */
 KILN_HD int astc_enc_color_range(const astc_enc_ctx *ctx, int values, int used)
 {
-	return used <= 128 ? ctx->crange[values / 2 - 1][128 - used] : -1;
+	return used <= 128 ? ctx->crange[values / 2 - 1][ASTC_ENC_CRANGE_PAD + 128 - used] : -1;
 }
 
 /* The CEMs of an endpoint kind (astc_enc_kind_cems) and the colour range a mode with
@@ -1325,22 +1359,24 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			KILN_ROLLED for (int p = 0; p < parts; p++) {
 				int e0[4], e1[4];
 				astc_enc_decoded_endpoints(&cur, p, e0, e1);
+				/* the line's direction on plane 0 (channel ccs zeroed: its term of every
+				 * product is 0) */
 				int d[4], dd = 0;
 				for (int k = 0; k < 4; k++) {
-					d[k] = e1[k] - e0[k];
-					dd += k == ccs ? 0 : d[k] * d[k];
+					d[k] = k == ccs ? 0 : e1[k] - e0[k];
+					dd += d[k] * d[k];
 				}
 				KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 					if (fit->part[i] != p)
 						continue;
-					int t = 0;
-					for (int k = 0; k < 4; k++)
-						t += k == ccs ? 0 : ((int)blk->px[i][k] - e0[k]) * d[k];
+					const uint8_t *x = blk->px[i];
+					/* written out: a loop of 4 is not unrolled at -O2 */
+					int t = (x[0] - e0[0]) * d[0] + (x[1] - e0[1]) * d[1] + (x[2] - e0[2]) * d[2] + (x[3] - e0[3]) * d[3];
 					float f = dd > 0 ? (float)t / (float)dd : 0.5f;
 					tw[0][i] = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
 					if (dual) {
-						int dc = d[ccs];
-						f = dc != 0 ? (float)((int)blk->px[i][ccs] - e0[ccs]) / (float)dc : 0.5f;
+						int dc = e1[ccs] - e0[ccs];
+						f = dc != 0 ? (float)((int)x[ccs] - e0[ccs]) / (float)dc : 0.5f;
 						tw[1][i] = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
 					}
 				}
@@ -1424,20 +1460,19 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
  * infill a texel's weight is one of them; the other entries are left unset). */
 KILN_HD void astc_enc_lut_channel(int e0, int e1, int srgb, int full, int wr, uint8_t *lut)
 {
-	int count = full ? astc_ranges[wr].levels : 65;
+	int count = full ? astc_ranges[wr].levels : 65, base = astc_enc_base(e0, srgb), slope = astc_enc_slope(e0, e1, srgb);
 	KILN_ROLLED for (int t = 0; t < count; t++) {
 		int w = full ? astc_weight_unquant[wr][t] : t;
-		lut[w] = (uint8_t)astc_enc_interp(e0, e1, w, srgb);
+		lut[w] = (uint8_t)astc_enc_decode_at(base, slope, w, srgb);
 	}
 }
 
-/* The decoded value of every channel of partition p (astc_enc_lut_channel). */
-ASTC_ENC_OUTLINE void astc_enc_lut(const astc_symbolic *s, int p, int srgb, int full, uint8_t lut[4][65])
+/* The decoded value of every channel between decoded endpoints e[0] and e[1]
+ * (astc_enc_lut_channel). */
+ASTC_ENC_OUTLINE void astc_enc_lut(const int e[2][4], int srgb, int full, int wr, uint8_t lut[4][65])
 {
-	int e0[4], e1[4];
-	astc_enc_decoded_endpoints(s, p, e0, e1);
 	for (int k = 0; k < 4; k++)
-		astc_enc_lut_channel(e0[k], e1[k], srgb, full, s->mode.wrange, lut[k]);
+		astc_enc_lut_channel(e[0][k], e[1][k], srgb, full, wr, lut[k]);
 }
 
 /* Texel i's decoded minus original value in each channel under the tables of its
@@ -1475,14 +1510,24 @@ KILN_HD void astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint8
 	cerr[3] += sign * d[3] * d[3];
 }
 
-/* Texel i's weight infilled from the grid weights gq. */
-KILN_HD int astc_enc_texel_weight(const astc_enc_grid *g, const uint8_t *gq, int i)
+/* The infill's sum of every texel (8 + grid weight x factor over its taps; the texel's
+ * weight is the sum >> 4) from the grid weights gq, and the weights; not for a full grid. */
+KILN_HD void astc_enc_infill_sums(const astc_enc_grid *g, int n, const uint8_t *gq, uint16_t *sums, uint8_t *W)
 {
-	if (g->full)
-		return gq[i];
-	const astc_infill_tap *t = &g->taps[i];
-	return (8 + gq[t->idx[0]] * t->fac[0] + gq[t->idx[1]] * t->fac[1] + gq[t->idx[2]] * t->fac[2] +
-		gq[t->idx[3]] * t->fac[3]) >> 4;
+	KILN_ROLLED for (int i = 0; i < n; i++) {
+		const astc_infill_tap *t = &g->taps[i];
+		sums[i] = (uint16_t)(8 + gq[t->idx[0]] * t->fac[0] + gq[t->idx[1]] * t->fac[1] + gq[t->idx[2]] * t->fac[2] +
+				     gq[t->idx[3]] * t->fac[3]);
+		W[i] = (uint8_t)(sums[i] >> 4);
+	}
+}
+
+/* The weight of the texel of grid g's e-th transposed tap once that tap's grid point moves
+ * from a to b = a + step (the texel's infill sum in sums): on a full grid the point is the
+ * texel, of weight b. */
+KILN_HD int astc_enc_moved_weight(const astc_enc_grid *g, const uint16_t *sums, int e, int b, int step)
+{
+	return g->full ? b : (sums[g->ttex[e]] + step * (int)g->tfac[e]) >> 4;
 }
 
 /* Local search on a finished encoding: moves each grid weight, then each colour value, one
@@ -1492,31 +1537,42 @@ KILN_HD int astc_enc_texel_weight(const astc_enc_grid *g, const uint8_t *gq, int
  * its partition whose decoded endpoints move. A sweep ends early where it reaches the
  * moves that followed the last accepted one without accepting any: they were rejected in
  * the same state before. part is the partition of every texel (that of s's seed: the fit's).
+ * A grid weight's move from a to b changes the infill sum of each texel that reads it by
+ * (b - a) times its one non-zero factor for that point (the transposed taps hold each such
+ * texel once), so the texels' sums are kept (not for a full grid, whose texel weights are
+ * its grid weights) and moved instead of infilled again.
  * Returns the new error of s. */
 ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_grid *g,
 					  const uint8_t *part, astc_symbolic *s, uint32_t err, int passes)
 {
-	uint8_t W[2][ASTC_MAX_TEXELS], gq[2][ASTC_MAX_WEIGHTS];
+	uint8_t W[2][ASTC_MAX_TEXELS];
+	uint16_t sums[2][ASTC_MAX_TEXELS];
 	uint8_t lut[4][4][65];
 	uint32_t terr[ASTC_MAX_TEXELS];
 	int32_t cerr[4][4] = {{0}}; /* the error of each partition per channel */
 	int cur[4][2][4]; /* the decoded endpoints of each partition, as in lut */
 	int dual = s->mode.dual, ccs = dual ? s->ccs : 4, wr = s->mode.wrange;
 	int ng = s->mode.grid_w * s->mode.grid_h, n = blk->n, parts = s->partitions;
-	for (int pl = 0; pl < 2; pl++) {
+	/* a single plane's texel weights serve as both planes' (W1 only names them) */
+	uint8_t *W1 = W[dual];
+	KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
+		uint8_t gq[ASTC_MAX_WEIGHTS];
 		KILN_ROLLED for (int j = 0; j < ng; j++)
-			gq[pl][j] = astc_weight_unquant[wr][s->weights[pl <= dual ? pl : 0][j]];
-		astc_enc_infill(g, n, gq[pl], W[pl]);
+			gq[j] = astc_weight_unquant[wr][s->weights[pl][j]];
+		if (g->full)
+			astc_enc_infill(g, n, gq, W[pl]);
+		else
+			astc_enc_infill_sums(g, n, gq, sums[pl], W[pl]);
 	}
 	KILN_ROLLED for (int p = 0; p < parts; p++) {
-		astc_enc_lut(s, p, blk->srgb, g->full, lut[p]);
 		astc_enc_decoded_endpoints(s, p, cur[p][0], cur[p][1]);
+		astc_enc_lut((const int(*)[4])cur[p], blk->srgb, g->full, wr, lut[p]);
 	}
 	uint32_t total = 0;
 	KILN_ROLLED for (int i = 0; i < n; i++) {
-		terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
+		terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W1[i], ccs);
 		total += terr[i];
-		astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, 1, cerr[part[i]]);
+		astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, 1, cerr[part[i]]);
 	}
 	err = total;
 	/* moves are numbered in sweep order (pos); last: the last one accepted */
@@ -1536,31 +1592,32 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					uint8_t nc = ctx->wstep[wr][old][dir];
 					if (nc == old)
 						continue;
-					gq[pl][j] = astc_weight_unquant[wr][nc];
+					int b = astc_weight_unquant[wr][nc], step = b - astc_weight_unquant[wr][old];
 					int64_t delta = 0;
 					KILN_ROLLED for (int e = first; e < end; e++) {
-						int i = g->full ? e : g->ttex[e], w = astc_enc_texel_weight(g, gq[pl], i);
-						int w0 = pl == 0 ? w : W[0][i], w1 = pl == 1 || !dual ? w : W[1][i];
-						delta += (int64_t)astc_enc_texel_err(blk, i, lut[part[i]], w0, w1, ccs) - terr[i];
+						int i = g->full ? e : g->ttex[e], w = astc_enc_moved_weight(g, sums[pl], e, b, step);
+						/* one plane: every channel at w (constants the compiler folds) */
+						uint32_t te = dual ? astc_enc_texel_err(blk, i, lut[part[i]], pl == 0 ? w : W[0][i], pl == 1 ? w : W1[i], ccs)
+								   : astc_enc_texel_err(blk, i, lut[part[i]], w, w, 4);
+						delta += (int64_t)te - terr[i];
 					}
 					if (delta < 0) {
 						/* accept: commit the texels' weights and errors */
 						s->weights[pl][j] = nc;
 						KILN_ROLLED for (int e = first; e < end; e++) {
-							int i = g->full ? e : g->ttex[e], w = astc_enc_texel_weight(g, gq[pl], i);
-							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, -1, cerr[part[i]]);
+							int i = g->full ? e : g->ttex[e], w = astc_enc_moved_weight(g, sums[pl], e, b, step);
+							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, -1, cerr[part[i]]);
+							if (!g->full)
+								sums[pl][i] = (uint16_t)(sums[pl][i] + step * (int)g->tfac[e]);
 							W[pl][i] = (uint8_t)w;
-							if (!dual)
-								W[1][i] = (uint8_t)w;
-							terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W[1][i], ccs);
-							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W[1][i], ccs, 1, cerr[part[i]]);
+							terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W1[i], ccs);
+							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, 1, cerr[part[i]]);
 						}
 						err = (uint32_t)((int64_t)err + delta);
 						improved = 1;
 						last = pos;
 						break;
 					}
-					gq[pl][j] = astc_weight_unquant[wr][old];
 				}
 			}
 		}
@@ -1595,12 +1652,13 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					for (int k = 0; k < 4 && now < was; k++) {
 						if (!((ch >> k) & 1))
 							continue;
-						const uint8_t *wk = k == ccs ? W[1] : W[0];
+						const uint8_t *wk = k == ccs ? W1 : W[0];
+						int base = astc_enc_base(ne[0][k], blk->srgb), slope = astc_enc_slope(ne[0][k], ne[1][k], blk->srgb);
 						nerr[k] = 0;
 						KILN_ROLLED for (int i = 0; i < n && now < was; i++) {
-							if (part[i] != p)
+							if (parts > 1 && part[i] != p)
 								continue;
-							int d = astc_enc_interp(ne[0][k], ne[1][k], wk[i], blk->srgb) - (int)blk->px[i][k];
+							int d = astc_enc_decode_at(base, slope, wk[i], blk->srgb) - (int)blk->px[i][k];
 							nerr[k] += d * d;
 							now += d * d;
 						}
@@ -1617,7 +1675,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						}
 						KILN_ROLLED for (int i = 0; i < n; i++)
 							if (part[i] == p)
-								terr[i] = astc_enc_texel_err(blk, i, lut[p], W[0][i], W[1][i], ccs);
+								terr[i] = astc_enc_texel_err(blk, i, lut[p], W[0][i], W1[i], ccs);
 						err = (uint32_t)((int64_t)err + delta);
 						improved = 1;
 						last = pos;
@@ -1785,64 +1843,102 @@ ASTC_ENC_OUTLINE void astc_enc_k_means(const astc_enc_block *blk, const astc_enc
 	}
 }
 
+/* Every permutation of 0..3, those that leave 3 in place (the permutations of 0..2) first. */
+KILN_HD_CONST uint8_t astc_enc_perms[24][4] = {
+	{0, 1, 2, 3}, {0, 2, 1, 3}, {1, 0, 2, 3}, {1, 2, 0, 3}, {2, 0, 1, 3}, {2, 1, 0, 3}, {0, 1, 3, 2}, {0, 2, 3, 1},
+	{0, 3, 1, 2}, {0, 3, 2, 1}, {1, 0, 3, 2}, {1, 2, 3, 0}, {1, 3, 0, 2}, {1, 3, 2, 0}, {2, 0, 3, 1}, {2, 1, 3, 0},
+	{2, 3, 0, 1}, {2, 3, 1, 0}, {3, 0, 1, 2}, {3, 0, 2, 1}, {3, 1, 0, 2}, {3, 1, 2, 0}, {3, 2, 0, 1}, {3, 2, 1, 0},
+};
+
 /* Texels of a k-clustering (clusters of msize texels) outside the partitions of seed s
  * (k = 3, 4) under the best matching of clusters to partitions; where no matching can
- * bring that under `cut` (each cluster in its best partition), that bound instead. */
+ * bring that under `cut` (each cluster in its best partition), a bound at or above `cut`
+ * instead. */
 KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k, uint64_t masks[4][3],
 					const int *msize, int n, uint32_t cut)
 {
 	const uint64_t(*pl)[3] = ctx->part34[k - 3][seed];
 	const uint8_t *psize = ctx->part34_size[k - 3][seed];
 	int words = (n + 63) >> 6, cnt[4][4], l = k - 1;
-	/* the texels of cluster a in partition b counted for a, b < k - 1; the clusters and the
-	 * partitions each cover every texel once, so the last column and row are what their
-	 * sizes leave */
-	KILN_ROLLED for (int b = 0; b < l; b++) {
-		KILN_ROLLED for (int a = 0; a < l; a++)
-			cnt[a][b] = 0;
-		KILN_ROLLED for (int w = 0; w < words; w++) {
-			uint64_t p0 = pl[0][w], p1 = pl[1][w];
-			uint64_t pm = ((b & 1) ? p0 : ~p0) & ((b & 2) ? p1 : ~p1);
-			KILN_ROLLED for (int a = 0; a < l; a++)
-				cnt[a][b] += astc_enc_popcount(masks[a][w] & pm);
-		}
-	}
-	cnt[l][l] = msize[l];
-	KILN_ROLLED for (int a = 0; a < l; a++)
+	/* cluster by cluster a < k - 1: its texels in partition b counted for b < k - 1, the
+	 * last column what its size leaves; top: each cluster so far in its best partition,
+	 * rest: the texels of the clusters not yet counted. Once even with all of those matched
+	 * `cut` texels are left out, no matching comes under cut. */
+	int top = 0, rest = n;
+	KILN_ROLLED for (int a = 0; a < l; a++) {
+		int mx = 0;
 		cnt[a][l] = msize[a];
+		KILN_ROLLED for (int b = 0; b < l; b++) {
+			cnt[a][b] = 0;
+			KILN_ROLLED for (int w = 0; w < words; w++) {
+				/* word w of partition b's texels */
+				uint64_t pm = ((b & 1) ? pl[0][w] : ~pl[0][w]) & ((b & 2) ? pl[1][w] : ~pl[1][w]);
+				cnt[a][b] += astc_enc_popcount(masks[a][w] & pm);
+			}
+			cnt[a][l] -= cnt[a][b];
+			mx = cnt[a][b] > mx ? cnt[a][b] : mx;
+		}
+		top += cnt[a][l] > mx ? cnt[a][l] : mx;
+		rest -= msize[a];
+		if ((uint32_t)(n - top - rest) >= cut)
+			return n - top - rest;
+	}
+	/* the clusters and the partitions each cover every texel once: the last row is what
+	 * the partitions' sizes leave */
+	int mx = 0;
+	cnt[l][l] = msize[l];
 	KILN_ROLLED for (int b = 0; b < l; b++) {
 		cnt[l][b] = psize[b];
-		KILN_ROLLED for (int a = 0; a < l; a++) {
-			cnt[a][l] -= cnt[a][b];
+		KILN_ROLLED for (int a = 0; a < l; a++)
 			cnt[l][b] -= cnt[a][b];
-		}
 		cnt[l][l] -= cnt[l][b];
+		mx = cnt[l][b] > mx ? cnt[l][b] : mx;
 	}
-	int top = 0;
-	KILN_ROLLED for (int a = 0; a < k; a++) {
-		int mx = 0;
-		KILN_ROLLED for (int b = 0; b < k; b++)
-			mx = cnt[a][b] > mx ? cnt[a][b] : mx;
-		top += mx;
-	}
+	top += cnt[l][l] > mx ? cnt[l][l] : mx;
 	if ((uint32_t)(n - top) >= cut)
 		return n - top;
 	/* the best assignment over every permutation (6 or 24) */
 	int best = 0;
-	KILN_ROLLED for (int b0 = 0; b0 < k; b0++)
-		KILN_ROLLED for (int b1 = 0; b1 < k; b1++) {
-			if (b1 == b0)
-				continue;
-			KILN_ROLLED for (int b2 = 0; b2 < k; b2++) {
-				if (b2 == b0 || b2 == b1)
-					continue;
-				int sum = cnt[0][b0] + cnt[1][b1] + cnt[2][b2];
-				if (k == 4)
-					sum += cnt[3][6 - b0 - b1 - b2];
-				best = sum > best ? sum : best;
-			}
-		}
+	KILN_ROLLED for (int q = 0; q < (k == 4 ? 24 : 6); q++) {
+		const uint8_t *to = astc_enc_perms[q];
+		int sum = cnt[0][to[0]] + cnt[1][to[1]] + cnt[2][to[2]] + (k == 4 ? cnt[3][to[3]] : 0);
+		best = sum > best ? sum : best;
+	}
 	return n - best;
+}
+
+/* What the ranking of one fit's modes (astc_enc_estimate) knows of each endpoint kind
+ * before it visits the modes: the colour ranges its values can take, read by the bits a
+ * mode's weights leave (crange[kind][left[kind] - weight_bits], a row of the context's
+ * table: -1 where the values do not fit or the kind does not apply), the expected
+ * endpoint quantisation error of each colour range, and the error the kind adds. */
+typedef struct astc_enc_kinds {
+	const int8_t *crange[ASTC_ENC_KINDS];
+	int left[ASTC_ENC_KINDS];
+	float cterm_of[ASTC_RANGES];
+	float kterm[ASTC_ENC_KINDS];
+} astc_enc_kinds;
+
+/* The colour terms of a mode with weight_bits per endpoint kind (ok[kind] 0: its values do
+ * not fit); returns whether the mode can enter the candidate list at a weight error of
+ * dec: the list is not full, or some kind's error without the weight quantisation term
+ * (>= 0; float addition is monotonic) is below thr, the list's last error. More weight
+ * bits leave the colour values fewer, so a colour range no finer (astc_color_range takes
+ * the finest that fits) and a colour term no smaller (cterm_of falls with the range):
+ * where a mode cannot enter, no mode with more weight bits can. */
+KILN_HD int astc_enc_mode_cterms(const astc_enc_kinds *ks, int weight_bits, float dec, int full, float thr,
+				 float *cterm, int *ok)
+{
+	int live = !full;
+	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
+		int cr = ks->crange[kind][ks->left[kind] - weight_bits];
+		ok[kind] = cr >= 0;
+		if (!ok[kind])
+			continue;
+		cterm[kind] = ks->cterm_of[cr];
+		live = live || dec + cterm[kind] + ks->kterm[kind] < thr;
+	}
+	return live;
 }
 
 /* Ranks the block modes of one plane count for a fit without encoding them: per weight
@@ -1903,22 +1999,18 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 	astc_symbolic tmp;
 	tmp.partitions = (uint8_t)parts;
 	tmp.mode.dual = (uint8_t)dual;
-	int values[ASTC_ENC_KINDS], config[ASTC_ENC_KINDS];
-	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++)
-		values[kind] = astc_enc_kind_cems(&tmp, fit, ccs, kind, &config[kind]);
-	/* the expected endpoint quantisation error of each colour range */
-	float cterm_of[ASTC_RANGES];
+	astc_enc_kinds ks;
+	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
+		int config, values = astc_enc_kind_cems(&tmp, fit, ccs, kind, &config);
+		ks.crange[kind] = ctx->crange[values ? values / 2 - 1 : ASTC_MAX_VALUES / 2];
+		ks.left[kind] = ASTC_ENC_CRANGE_PAD + 128 - config;
+		ks.kterm[kind] = kind == 1 ? scale_err : (kind == 2 ? (float)fit->gray_err : 0.0f);
+	}
 	KILN_ROLLED for (int r = 0; r < ASTC_RANGES; r++)
-		cterm_of[r] = (float)channels * ctx->color_step[r] * ctx->color_step[r] / 18.0f * ((float)ef->est_cw / 16.0f);
-	/* and the error each kind adds */
-	float kterm[ASTC_ENC_KINDS];
-	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++)
-		kterm[kind] = kind == 1 ? scale_err : (kind == 2 ? (float)fit->gray_err : 0.0f);
+		ks.cterm_of[r] = (float)channels * ctx->color_step[r] * ctx->color_step[r] / 18.0f * ((float)ef->est_cw / 16.0f);
 	KILN_ROLLED for (int g = 0; g < ctx->grid_count; g++) {
-		int first = ctx->grid_first[g], end = ctx->grid_first[g + 1], any = 0;
-		KILN_ROLLED for (int t = first; t < end && !any; t++)
-			any = ctx->modes[ctx->grid_modes[t]].dual == dual;
-		if (!any)
+		int first = ctx->grid_first[2 * g + dual], end = ctx->grid_first[2 * g + dual + 1];
+		if (first == end)
 			continue;
 		const astc_enc_grid *gr = &ctx->grids[g];
 		int ng = gr->w * gr->h;
@@ -1927,21 +2019,12 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			continue;
 		/* once the list is full, a grid none of whose modes could enter it even with no
 		 * weight error (the decimation and quantisation terms are >= 0, and float
-		 * addition is monotonic: the `live` test below with dec = 0) is not fitted */
-		if (have == count) {
-			int open = 0;
-			KILN_ROLLED for (int t = first; t < end && !open; t++) {
-				const astc_enc_mode *m = &ctx->modes[ctx->grid_modes[t]];
-				if (m->dual != dual)
-					continue;
-				for (int kind = 0; kind < ASTC_ENC_KINDS && !open; kind++) {
-					int cr = values[kind] ? astc_enc_color_range(ctx, values[kind], config[kind] + m->weight_bits) : -1;
-					open = cr >= 0 && cterm_of[cr] + kterm[kind] < errs[count - 1];
-				}
-			}
-			if (!open)
-				continue;
-		}
+		 * addition is monotonic: the `live` test below with dec = 0), that is whose mode
+		 * of fewest weight bits could not, is not fitted */
+		float cterm[ASTC_ENC_KINDS];
+		int ok[ASTC_ENC_KINDS];
+		if (have == count && !astc_enc_mode_cterms(&ks, ctx->grid_wb_min[first], 0.0f, 1, errs[count - 1], cterm, ok))
+			continue;
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
 		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
@@ -1964,28 +2047,22 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		KILN_ROLLED for (int t = first; t < end; t++) {
 			int mi = ctx->grid_modes[t];
 			const astc_enc_mode *m = &ctx->modes[mi];
-			if (m->dual != dual)
+			/* a mode that cannot enter the full list is dropped before its weight
+			 * quantisation term is computed, and with it the rest of the grid's where
+			 * their mode of fewest weight bits cannot either (the list's last error only
+			 * falls) */
+			int full = have == count;
+			float thr = full ? errs[count - 1] : 0.0f;
+			if (!astc_enc_mode_cterms(&ks, m->weight_bits, dec, full, thr, cterm, ok)) {
+				if (!astc_enc_mode_cterms(&ks, ctx->grid_wb_min[t], dec, full, thr, cterm, ok))
+					break;
 				continue;
-			/* per kind the colour terms; the error without the weight quantisation
-			 * term (>= 0) bounds the candidate from below: a mode whose bounds cannot
-			 * enter the full list is dropped before that term is computed */
-			float cterm[ASTC_ENC_KINDS];
-			int ok[ASTC_ENC_KINDS], live = 0;
-			for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
-				int cr = values[kind] ? astc_enc_color_range(ctx, values[kind], config[kind] + m->weight_bits) : -1;
-				ok[kind] = cr >= 0;
-				if (!ok[kind])
-					continue;
-				cterm[kind] = cterm_of[cr];
-				live |= have < count || dec + cterm[kind] + kterm[kind] < errs[count - 1];
 			}
-			if (!live)
-				continue;
 			float e = dec;
 			KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 				float q = 0.0f;
 				KILN_ROLLED for (int j = 0; j < ng; j++) {
-					float d = ideal[pl][j] - (float)ctx->wrecon[m->wrange][near[pl][j]];
+					float d = ideal[pl][j] - ctx->wrecon[m->wrange][near[pl][j]];
 					q += d * d * gr->den[j];
 				}
 				e += q / 16.0f * lmean[pl] * ((float)ef->est_qw / 16.0f);
@@ -1997,7 +2074,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 					continue;
 				if (!ok[kind])
 					continue;
-				float ek = e + cterm[kind] + kterm[kind];
+				float ek = e + cterm[kind] + ks.kterm[kind];
 				/* insertion into the sorted list; ties keep the lower candidate first */
 				int at = have;
 				while (at > 0 && errs[at - 1] > ek)
@@ -2245,34 +2322,70 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
  * every candidate would. */
 enum { ASTC_ENC_STAGE_ONE, ASTC_ENC_STAGE_DUAL, ASTC_ENC_STAGE_PARTS, ASTC_ENC_STAGES };
 
-/* Whether a later stage can change a block of n texels whose error so far is err. */
-KILN_HD int astc_enc_stage_wanted(const astc_enc_effort *ef, int stage, int n, uint32_t err)
+/* The second-plane channels the DUAL stage tries for a block of n texels whose line
+ * leaves the residuals resid (astc_enc_fit) and whose error so far is err: none where the
+ * largest residual does not pass the residual gates (dual_rgate, dual_rfrac). */
+KILN_HD int astc_enc_dual_tries(const astc_enc_effort *ef, int n, const uint32_t *resid, uint32_t err)
 {
-	if (stage == ASTC_ENC_STAGE_DUAL)
-		return ef->dual_tries > 0 && err > (uint32_t)(ef->dual_gate * n) && err > 0;
-	return err > 0 && ((ef->p2_tries > 0 && err > (uint32_t)(ef->p2_gate * n)) ||
-			   ((ef->tries3 > 0 || ef->tries4 > 0) && err > (uint32_t)(ef->gate * n)));
+	uint32_t rmax = 0;
+	for (int k = 0; k < 4; k++)
+		rmax = resid[k] > rmax ? resid[k] : rmax;
+	if ((ef->dual_rgate && rmax <= (uint32_t)(ef->dual_rgate * n)) ||
+	    (ef->dual_rfrac && (uint64_t)rmax * ef->dual_rfrac <= err))
+		return 0;
+	return ef->dual_tries;
 }
 
-/* The search of one stage for a block that is not constant: replaces *best and *best_err
- * when it finds a closer encoding. */
+/* The 2-partition seeds the PARTS stage scores for such a block: none under the error
+ * gate (p2_gate) or where the residual of all channels does not pass the residual gates
+ * (p2_rgate, p2_rfrac). */
+KILN_HD int astc_enc_p2_tries(const astc_enc_effort *ef, int n, const uint32_t *resid, uint32_t err)
+{
+	uint32_t rsum = resid[0] + resid[1] + resid[2] + resid[3];
+	if ((ef->p2_rgate && rsum <= (uint32_t)(ef->p2_rgate * n)) ||
+	    (ef->p2_rfrac && (uint64_t)rsum * ef->p2_rfrac <= err) || err <= (uint32_t)(ef->p2_gate * n))
+		return 0;
+	return ef->p2_tries;
+}
+
+/* Whether a later stage can change a block of n texels whose error so far is err and
+ * whose line leaves the residuals resid: a stage turned away here would search nothing
+ * (its gates as astc_enc_search_stage applies them, a DUAL stage none where every
+ * residual is 0), so a GPU lists only blocks with work. */
+KILN_HD int astc_enc_stage_wanted(const astc_enc_effort *ef, int stage, int n, uint32_t err, const uint32_t *resid)
+{
+	if (err == 0)
+		return 0;
+	if (stage == ASTC_ENC_STAGE_DUAL)
+		return err > (uint32_t)(ef->dual_gate * n) && astc_enc_dual_tries(ef, n, resid, err) > 0 &&
+		       (resid[0] | resid[1] | resid[2] | resid[3]) != 0;
+	return astc_enc_p2_tries(ef, n, resid, err) > 0 ||
+	       ((ef->tries3 > 0 || ef->tries4 > 0) && err > (uint32_t)(ef->gate * n));
+}
+
+/* The line of the whole block (every texel in partition 0, one plane): searched at ONE,
+ * the start of the later stages. */
+KILN_HD void astc_enc_block_line(const astc_enc_block *blk, astc_enc_fit *fit)
+{
+	fit->parts = 1;
+	fit->ccs = 4;
+	KILN_ROLLED for (int i = 0; i < blk->n; i++)
+		fit->part[i] = 0;
+	astc_enc_fit_lines(blk, fit);
+}
+
+/* The search of one stage for a block that is not constant, whose line (astc_enc_block_line)
+ * is fit: replaces *best and *best_err when it finds a closer encoding. */
 ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-					    const astc_enc_effort *ef, int stage, astc_symbolic *best,
-					    uint32_t *best_err)
+					    const astc_enc_effort *ef, int stage, const astc_enc_fit *fit,
+					    astc_symbolic *best, uint32_t *best_err)
 {
 	int n = blk->n;
-	/* the line of the whole block: searched at ONE, the start of the later stages */
-	astc_enc_fit fit;
-	fit.parts = 1;
-	fit.ccs = 4;
-	KILN_ROLLED for (int i = 0; i < n; i++)
-		fit.part[i] = 0;
-	astc_enc_fit_lines(blk, &fit);
 	/* one scratch fit for every other partitioning (a fit is most of a GPU thread's
 	 * local memory) */
 	astc_enc_fit alt;
 	if (stage == ASTC_ENC_STAGE_ONE) {
-		astc_enc_search(ctx, blk, &fit, 0, ef, best, best_err);
+		astc_enc_search(ctx, blk, fit, 0, ef, best, best_err);
 	} else if (stage == ASTC_ENC_STAGE_DUAL) {
 		/* a second weight plane for the channel farthest from the line (all that vary
 		 * at high) */
@@ -2282,18 +2395,14 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 			f1->part[i] = 0;
 		int order[4] = {0, 1, 2, 3};
 		for (int a = 1; a < 4; a++)
-			KILN_ROLLED for (int b = a; b > 0 && fit.resid[order[b]] > fit.resid[order[b - 1]]; b--) {
+			KILN_ROLLED for (int b = a; b > 0 && fit->resid[order[b]] > fit->resid[order[b - 1]]; b--) {
 				int t = order[b];
 				order[b] = order[b - 1];
 				order[b - 1] = t;
 			}
-		uint32_t rmax = fit.resid[order[0]];
-		int tries = ef->dual_tries;
-		if ((ef->dual_rgate && rmax <= (uint32_t)(ef->dual_rgate * n)) ||
-		    (ef->dual_rfrac && (uint64_t)rmax * ef->dual_rfrac <= *best_err))
-			tries = 0;
+		int tries = astc_enc_dual_tries(ef, n, fit->resid, *best_err);
 		KILN_ROLLED for (int t = 0; t < tries && *best_err > 0; t++) {
-			if (fit.resid[order[t]] == 0)
+			if (fit->resid[order[t]] == 0)
 				break;
 			f1->ccs = order[t];
 			astc_enc_fit_lines(blk, f1);
@@ -2303,14 +2412,10 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 		uint32_t gate = (uint32_t)(ef->gate * n);
 		/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
 		 * the residual of a line fit per partition; the best few searched in full */
-		int tries = ef->p2_tries, full = ef->p2_full;
-		uint32_t rsum = fit.resid[0] + fit.resid[1] + fit.resid[2] + fit.resid[3];
-		if ((ef->p2_rgate && rsum <= (uint32_t)(ef->p2_rgate * n)) ||
-		    (ef->p2_rfrac && (uint64_t)rsum * ef->p2_rfrac <= *best_err))
-			tries = 0;
-		if (tries > 0 && *best_err > (uint32_t)(ef->p2_gate * n)) {
+		int tries = astc_enc_p2_tries(ef, n, fit->resid, *best_err), full = ef->p2_full;
+		if (tries > 0) {
 			uint64_t labels[3];
-			astc_enc_two_means(blk, &fit, labels);
+			astc_enc_two_means(blk, fit, labels);
 			int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
 			uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
 			KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
@@ -2353,34 +2458,54 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 			}
 		}
 		if (ef->tries3 > 0 && *best_err > gate)
-			astc_enc_search_parts(ctx, blk, &fit, 3, ef->tries3, ef->full3, ef, &alt, best, best_err);
+			astc_enc_search_parts(ctx, blk, fit, 3, ef->tries3, ef->full3, ef, &alt, best, best_err);
 		if (ef->tries4 > 0 && *best_err > gate &&
 		    (ef->p4_mult == 0 || *best_err > ef->p4_mult * gate || (best->kind == ASTC_KIND_NORMAL && best->partitions == 3)))
-			astc_enc_search_parts(ctx, blk, &fit, 4, ef->tries4, ef->full4, ef, &alt, best, best_err);
+			astc_enc_search_parts(ctx, blk, fit, 4, ef->tries4, ef->full4, ef, &alt, best, best_err);
 	}
+}
+
+/* Whether every texel of the block is the same colour (a void extent). */
+KILN_HD int astc_enc_constant(const astc_enc_block *blk)
+{
+	int constant = 1;
+	KILN_ROLLED for (int i = 1; i < blk->n && constant; i++)
+		for (int k = 0; k < 4; k++)
+			constant &= blk->px[i][k] == blk->px[0][k];
+	return constant;
 }
 
 /* Runs one stage of a block's search. ONE encodes the block into out (16 bytes) and sets
  * *err to its squared error (0 for a void extent); a later stage takes out and *err as
- * they are and replaces them when it finds a closer encoding. */
+ * they are and replaces them when it finds a closer encoding. line: the block's line
+ * where the caller has fitted it (astc_enc_block_line; the block is then not constant),
+ * else NULL (it is fitted here); resid gets the line's residuals, for
+ * astc_enc_stage_wanted (zeros for a void extent). */
 ASTC_ENC_OUTLINE void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-					const astc_enc_effort *ef, int stage, uint8_t *out, uint32_t *err)
+					const astc_enc_effort *ef, int stage, const astc_enc_fit *line, uint8_t *out,
+					uint32_t *err, uint32_t *resid)
 {
 	astc_symbolic best;
 	best.kind = ASTC_KIND_NORMAL;
 	best.partitions = 1;
-	int n = blk->n, constant = stage == ASTC_ENC_STAGE_ONE;
-	KILN_ROLLED for (int i = 1; i < n && constant; i++)
-		for (int k = 0; k < 4; k++)
-			constant &= blk->px[i][k] == blk->px[0][k];
+	int constant = stage == ASTC_ENC_STAGE_ONE && !line && astc_enc_constant(blk);
 	uint32_t best_err = stage == ASTC_ENC_STAGE_ONE ? UINT32_MAX : *err;
+	for (int k = 0; k < 4; k++)
+		resid[k] = 0;
 	if (constant) {
 		best.kind = ASTC_KIND_VOID;
 		for (int k = 0; k < 4; k++)
 			best.void_color[k] = (uint16_t)(blk->px[0][k] * 257);
 		best_err = 0;
 	} else {
-		astc_enc_search_stage(ctx, blk, ef, stage, &best, &best_err);
+		astc_enc_fit own;
+		if (!line) {
+			astc_enc_block_line(blk, &own);
+			line = &own;
+		}
+		for (int k = 0; k < 4; k++)
+			resid[k] = line->resid[k];
+		astc_enc_search_stage(ctx, blk, ef, stage, line, &best, &best_err);
 	}
 	if (stage == ASTC_ENC_STAGE_ONE || best_err < *err) {
 		astc_pack(&best, out);
@@ -2388,17 +2513,23 @@ ASTC_ENC_OUTLINE void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc_
 	}
 }
 
-/* Encodes one block into 16 bytes: every stage it wants, in order. */
+/* Encodes one block into 16 bytes: every stage it wants, in order, from one fit of the
+ * block's line (a GPU runs the stages apart and fits it at each). */
 KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *blk, int quality,
 			       uint8_t *out)
 {
 	astc_enc_effort ef;
 	astc_enc_effort_of(quality, &ef);
-	uint32_t err;
-	astc_encode_stage(ctx, blk, &ef, ASTC_ENC_STAGE_ONE, out, &err);
+	astc_enc_fit line;
+	int constant = astc_enc_constant(blk);
+	if (!constant)
+		astc_enc_block_line(blk, &line);
+	uint32_t err, resid[4];
+	astc_encode_stage(ctx, blk, &ef, ASTC_ENC_STAGE_ONE, constant ? 0 : &line, out, &err, resid);
+	/* a later stage wants an error above 0, which a constant block does not leave */
 	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++)
-		if (astc_enc_stage_wanted(&ef, stage, blk->n, err))
-			astc_encode_stage(ctx, blk, &ef, stage, out, &err);
+		if (astc_enc_stage_wanted(&ef, stage, blk->n, err, resid))
+			astc_encode_stage(ctx, blk, &ef, stage, &line, out, &err, resid);
 }
 
 #endif
