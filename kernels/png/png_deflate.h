@@ -446,6 +446,15 @@ typedef struct png_block_tables {
 	uint16_t clsym[PNG_DEFL_LITLEN + PNG_DEFL_DIST]; /* code-length symbols: sym | extra << 5 */
 } png_block_tables;
 
+/* An empty histogram, for the next block's symbols. */
+KILN_HD void png_block_tables_clear(png_block_tables *t)
+{
+	for (uint32_t s = 0; s < PNG_DEFL_LITLEN; s++)
+		t->lfreq[s] = 0;
+	for (uint32_t s = 0; s < PNG_DEFL_DIST; s++)
+		t->dfreq[s] = 0;
+}
+
 KILN_HD void png_emit_tokens(png_bitw *w, const uint32_t *tokens, uint32_t ntok, const uint8_t *llen,
 			     const uint16_t *lcode, const uint8_t *dlen, const uint16_t *dcode)
 {
@@ -656,10 +665,7 @@ KILN_HD void png_write_block(png_bitw *w, png_block_tables *t, const uint32_t *t
 		png_bw_bytes(w, raw, raw_len);
 	else
 		png_emit_tokens(w, tokens, ntok, t->llen, t->lcode, t->llen + PNG_DEFL_LITLEN, t->dcode);
-	for (uint32_t s = 0; s < PNG_DEFL_LITLEN; s++)
-		t->lfreq[s] = 0;
-	for (uint32_t s = 0; s < PNG_DEFL_DIST; s++)
-		t->dfreq[s] = 0;
+	png_block_tables_clear(t);
 }
 
 /* ---- match finding -------------------------------------------------------------------- */
@@ -997,10 +1003,7 @@ KILN_HD void png_opt_costs_from_freq(png_opt_costs *c, png_block_tables *t)
 	png_huff_lengths(t->lfreq, PNG_DEFL_LITLEN, 15, t->llen, t->keys, t->A);
 	png_huff_lengths(t->dfreq, PNG_DEFL_DIST, 15, t->llen + PNG_DEFL_LITLEN, t->keys, t->A);
 	png_opt_costs_from_lengths(c, t->llen, t->llen + PNG_DEFL_LITLEN);
-	for (uint32_t s = 0; s < PNG_DEFL_LITLEN; s++)
-		t->lfreq[s] = 0;
-	for (uint32_t s = 0; s < PNG_DEFL_DIST; s++)
-		t->dfreq[s] = 0;
+	png_block_tables_clear(t);
 }
 
 /* The cheapest parse of d[start, end) under costs c, as the choice at each position
@@ -1124,10 +1127,7 @@ KILN_HD size_t png_deflate_strip_opt(const uint8_t *d, uint32_t n, int last, con
 	png_bitw w;
 	png_bw_init(&w, out, cap);
 	png_block_tables *t = &wk->t;
-	for (uint32_t i = 0; i < PNG_DEFL_LITLEN; i++)
-		t->lfreq[i] = 0;
-	for (uint32_t i = 0; i < PNG_DEFL_DIST; i++)
-		t->dfreq[i] = 0;
+	png_block_tables_clear(t);
 	uint32_t nb = png_opt_blocks(n);
 	for (uint32_t b = 0; b < nb; b++) {
 		uint32_t start, end;
@@ -1171,10 +1171,7 @@ KILN_HD size_t png_deflate_strip(const uint8_t *d, uint32_t n, uint32_t rowlen, 
 	png_bitw w;
 	png_bw_init(&w, out, cap);
 	png_block_tables t;
-	for (uint32_t i = 0; i < PNG_DEFL_LITLEN; i++)
-		t.lfreq[i] = 0;
-	for (uint32_t i = 0; i < PNG_DEFL_DIST; i++)
-		t.dfreq[i] = 0;
+	png_block_tables_clear(&t);
 	png_matcher m;
 	png_matcher_init(&m, d, n, rowlen, bpp, quality, s->head, s->prev);
 	m.best = s->best;

@@ -688,10 +688,7 @@ __device__ static uint32_t warp_deflate_strip_opt(const uint8_t *d, uint32_t n, 
 	png_block_tables *t = &wk->t;
 	if (lane == 0) {
 		png_bw_init(&w, out, cap);
-		for (uint32_t i = 0; i < PNG_DEFL_LITLEN; i++)
-			t->lfreq[i] = 0;
-		for (uint32_t i = 0; i < PNG_DEFL_DIST; i++)
-			t->dfreq[i] = 0;
+		png_block_tables_clear(t);
 	}
 	uint32_t nb = png_opt_blocks(n);
 	for (uint32_t b = 0; b < nb; b++) {
