@@ -1926,6 +1926,16 @@ typedef struct astc_enc_kinds {
  * bits leave the colour values fewer, so a colour range no finer (astc_color_range takes
  * the finest that fits) and a colour term no smaller (cterm_of falls with the range):
  * where a mode cannot enter, no mode with more weight bits can. */
+/* Whether a mode of colour terms cterm (of the kinds ok) can enter the full list (last
+ * error thr) at an error e before them: astc_enc_mode_cterms's test. */
+KILN_HD int astc_enc_mode_live(const astc_enc_kinds *ks, const float *cterm, const int *ok, float e, float thr)
+{
+	int live = 0;
+	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++)
+		live = live || (ok[kind] && e + cterm[kind] + ks->kterm[kind] < thr);
+	return live;
+}
+
 KILN_HD int astc_enc_mode_cterms(const astc_enc_kinds *ks, int weight_bits, float dec, int full, float thr,
 				 float *cterm, int *ok)
 {
@@ -2025,24 +2035,36 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		int ok[ASTC_ENC_KINDS];
 		if (have == count && !astc_enc_mode_cterms(&ks, ctx->grid_wb_min[first], 0.0f, 1, errs[count - 1], cterm, ok))
 			continue;
+		/* the decimation term only grows texel by texel and plane by plane: once the list
+		 * is full, where it alone leaves the grid's mode of fewest weight bits out at
+		 * each quarter of a plane's texels (the test above at dec), the grid
+		 * is dropped (its modes would not enter: the mode loop below stops at its first)
+		 * before the rest of its weights are fitted */
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
-		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
+		int dropped = 0;
+		KILN_ROLLED for (int pl = 0; pl <= dual && !dropped; pl++) {
 			const float *tw = pl ? fit->w1 : fit->w;
 			astc_enc_grid_from_texels(gr, n, tw, ideal[pl], ef->est_steps);
 			KILN_ROLLED for (int j = 0; j < ng; j++)
 				near[pl][j] = (uint8_t)astc_enc_round64(ideal[pl][j]);
 			if (gr->full)
 				continue;
-			KILN_ROLLED for (int i = 0; i < n; i++) {
-				const astc_infill_tap *tp = &gr->taps[i];
-				const float *f = gr->ffac[i];
-				float w = (f[0] * ideal[pl][tp->idx[0]] + f[1] * ideal[pl][tp->idx[1]] + f[2] * ideal[pl][tp->idx[2]] +
-					   f[3] * ideal[pl][tp->idx[3]]) / 16.0f;
-				float d = tw[i] * 64.0f - w;
-				dec += d * d * len[pl][fit->part[i]] / 4096.0f;
+			KILN_ROLLED for (int i0 = 0; i0 < n && !dropped; i0 += (n + 3) / 4) {
+				int i1 = i0 + (n + 3) / 4 < n ? i0 + (n + 3) / 4 : n;
+				KILN_ROLLED for (int i = i0; i < i1; i++) {
+					const astc_infill_tap *tp = &gr->taps[i];
+					const float *f = gr->ffac[i];
+					float w = (f[0] * ideal[pl][tp->idx[0]] + f[1] * ideal[pl][tp->idx[1]] +
+						   f[2] * ideal[pl][tp->idx[2]] + f[3] * ideal[pl][tp->idx[3]]) / 16.0f;
+					float d = tw[i] * 64.0f - w;
+					dec += d * d * len[pl][fit->part[i]] / 4096.0f;
+				}
+				dropped = have == count && !astc_enc_mode_live(&ks, cterm, ok, dec, errs[count - 1]);
 			}
 		}
+		if (dropped)
+			continue;
 		int inserted = 0;
 		KILN_ROLLED for (int t = first; t < end; t++) {
 			int mi = ctx->grid_modes[t];
