@@ -1338,10 +1338,18 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 
 	uint8_t W[2][ASTC_MAX_TEXELS];
 	uint32_t best = UINT32_MAX;
-	astc_symbolic cur = *s;
+	/* the encoding of the current iteration; with one iteration and one kind it is made
+	 * in *s itself, which it would be copied to anyway (astc_enc_eval's error is below
+	 * UINT32_MAX, so the first iteration's is always the best): copies of an
+	 * astc_symbolic are a GPU thread's local memory */
+	astc_symbolic own, *cur = s;
+	if (iterations > 0 || kinds_left) {
+		own = *s;
+		cur = &own;
+	}
 	int resume = first && iterations > 0 && given;
 	if (resume) {
-		cur = first->s;
+		*cur = first->s;
 		*s = first->s;
 		best = first->err;
 		KILN_ROLLED for (int p = 0; p < parts; p++)
@@ -1358,7 +1366,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			pos[1] = tw[1];
 			KILN_ROLLED for (int p = 0; p < parts; p++) {
 				int e0[4], e1[4];
-				astc_enc_decoded_endpoints(&cur, p, e0, e1);
+				astc_enc_decoded_endpoints(cur, p, e0, e1);
 				/* the line's direction on plane 0 (channel ccs zeroed: its term of every
 				 * product is 0) */
 				int d[4], dd = 0;
@@ -1404,24 +1412,25 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			memo->grid = it > 0 ? -1 : m->grid;
 		}
 		KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-			astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 0, cur.weights[pl], W[pl]);
+			astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 0, cur->weights[pl], W[pl]);
 		/* endpoints refitted to those weights (kept when they do not determine a line) */
 		astc_enc_refit(blk, fit, W[0], W[1], ccs, ep);
-		int swapped = astc_enc_quant_endpoints(&cur, ep);
+		int swapped = astc_enc_quant_endpoints(cur, ep);
 		if (swapped && parts == 1) {
 			/* invert the weights of the (single) partition and requantise */
 			KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-				astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 1, cur.weights[pl], W[pl]);
+				astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 1, cur->weights[pl], W[pl]);
 		}
-		uint32_t err = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, &cur, best < limit ? best : limit);
+		uint32_t err = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, cur, best < limit ? best : limit);
 		if (err < best) {
 			best = err;
-			*s = cur;
+			if (cur != s)
+				*s = *cur;
 			*kindp = kind;
 		}
 		if (kinds_left) {
 			/* the other endpoint kind with the same weights */
-			astc_symbolic alt = cur;
+			astc_symbolic alt = *cur;
 			kinds_left = 0;
 			if (astc_enc_set_cems(ctx, &alt, fit, ccs, 1, m->weight_bits)) {
 				int sw = astc_enc_quant_endpoints(&alt, ep);
@@ -1432,13 +1441,13 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 				if (e2 < best) {
 					best = e2;
 					*s = alt;
-					cur = alt;
+					*cur = alt;
 					kind = 1;
 					*kindp = kind;
 					swapped = sw;
 				} else if (sw != swapped && parts == 1) {
 					KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-						astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], swapped != 0, cur.weights[pl], W[pl]);
+						astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], swapped != 0, cur->weights[pl], W[pl]);
 				}
 			}
 		}
