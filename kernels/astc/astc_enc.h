@@ -64,6 +64,8 @@
 #define ASTC_ENC_SEEDS 1024
 /* 2-partition seeds whose patterns are scored in full, per quality */
 #define ASTC_ENC_MAX_TRY_SEEDS 32
+/* of which searched in full, at most, for astc_enc_seed_score's cut (more: no cut) */
+#define ASTC_ENC_MAX_CUT 8
 
 #define ASTC_ENC_MAX_GRIDS 128
 /* a mode's config bits (at most 39) and weights (at most 96) leave at least -7 bits */
@@ -585,22 +587,6 @@ KILN_HD void astc_enc_principal_axis(const float cov[4][4], float v[4])
 		;
 }
 
-/* astc_enc_principal_axis of `count` covariances, their steps taken in turn: a step
- * waits on the one before it (its divisions most), and the steps of the other axes in
- * between are independent work the processor overlaps with that wait. */
-KILN_HD void astc_enc_principal_axes(const float cov[][4][4], float v[][4], int count)
-{
-	int live = 0;
-	KILN_ROLLED for (int p = 0; p < count; p++) {
-		astc_enc_axis_start(cov[p], v[p]);
-		live |= 1 << p;
-	}
-	KILN_ROLLED for (int it = 0; it < 8 && live; it++)
-		KILN_ROLLED for (int p = 0; p < count; p++)
-			if (((live >> p) & 1) && !astc_enc_axis_step(cov[p], v[p]))
-				live &= ~(1 << p);
-}
-
 /* Principal axis of each partition by power iteration (no square roots), projections
  * normalised to 0..1, oriented so that endpoint 1 has the larger RGB sum (plain direct
  * endpoints need s1 >= s0; blue-contracted ones store 2r + 2g - b in that order, which
@@ -731,8 +717,9 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
  * (the sum of astc_enc_line_fit's residuals but for their rounding), from the texels'
  * sums and sums of products per partition in one pass: each partition's covariance, and
  * its variance off the principal axis (the trace less the Rayleigh quotient of the axis
- * found as there). */
-ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const astc_enc_fit *fit)
+ * found as there). Where that reaches cut, what it returns is only at or above cut and no
+ * more than the whole (astc_enc_seed_score). */
+ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const astc_enc_fit *fit, uint32_t cut)
 {
 	int32_t cnt[4] = {0, 0, 0, 0}, sum[4][4] = {{0}}, prod[4][10] = {{0}};
 	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
@@ -757,8 +744,8 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const
 		q[9] += x3 * x3;
 	}
 	/* every partition's covariance times the texel count, exact in 64 bits (zero for an
-	 * empty partition, which is left out below), then their axes side by side */
-	float cov[4][4][4], v[4][4];
+	 * empty partition, which is left out below) */
+	float cov[4][4][4];
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
 		int at = 0;
 		for (int a = 0; a < 4; a++)
@@ -767,18 +754,23 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const
 				cov[p][a][b] = cov[p][b][a] = cnt[p] ? (float)c / (float)cnt[p] : 0.0f;
 			}
 	}
-	astc_enc_principal_axes((const float(*)[4][4])cov, v, fit->parts);
+	/* partition by partition: the residual only grows with each (non-negative terms, and
+	 * float addition and the rounding below are monotonic), so the partitions left once
+	 * it reaches cut are not worked out */
 	float total = 0.0f;
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
 		if (cnt[p] == 0)
 			continue;
 		const float(*c)[4] = cov[p];
-		const float *u = v[p];
+		float u[4];
+		astc_enc_principal_axis(c, u);
 		float vv = u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3], vcv = 0.0f;
 		for (int a = 0; a < 4; a++)
 			vcv += u[a] * (c[a][0] * u[0] + c[a][1] * u[1] + c[a][2] * u[2] + c[a][3] * u[3]);
 		float off = c[0][0] + c[1][1] + c[2][2] + c[3][3] - (vv > 0.0f ? vcv / vv : 0.0f);
 		total += off > 0.0f ? off : 0.0f;
+		if ((uint32_t)(total + 0.5f) >= cut)
+			break;
 	}
 	return (uint32_t)(total + 0.5f);
 }
@@ -2289,14 +2281,36 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 }
 
 /* The residual off the lines of a fit's partitioning (f->part, f->parts), which ranks the
- * seeds of a partition count: from the texels' moments at moment_score, else from line
- * fits. */
-KILN_HD uint32_t astc_enc_partitioning_score(const astc_enc_effort *ef, const astc_enc_block *blk, astc_enc_fit *f)
+ * seeds of a partition count: from the texels' moments at moment_score (only at or above
+ * cut where it reaches it), else from line fits. */
+KILN_HD uint32_t astc_enc_partitioning_score(const astc_enc_effort *ef, const astc_enc_block *blk, astc_enc_fit *f,
+					     uint32_t cut)
 {
 	if (ef->moment_score)
-		return astc_enc_moment_resid(blk, f);
+		return astc_enc_moment_resid(blk, f, cut);
 	astc_enc_line_fit(blk, f, 0);
 	return f->resid[0] + f->resid[1] + f->resid[2] + f->resid[3];
+}
+
+/* The score of a seed's partitioning f (astc_enc_partitioning_score) of which
+ * astc_enc_select picks the `full` lowest, the seeds scored in order; low holds the
+ * *nlow (at most full) lowest scores before it, sorted. A score at or above the full-th
+ * of those is not picked, whatever it is exactly (those seeds come first at equal scores),
+ * and the score is left partial there, at or above it: it keeps the seed out as the
+ * whole would, and those scored after it are picked as they would be (below the partial
+ * score it ranks as it would; at or above it, they are out, behind the same `full`). */
+KILN_HD uint32_t astc_enc_seed_score(const astc_enc_effort *ef, const astc_enc_block *blk, astc_enc_fit *f, int full,
+				     uint32_t *low, int *nlow)
+{
+	int use = full > 0 && full <= ASTC_ENC_MAX_CUT;
+	uint32_t sc = astc_enc_partitioning_score(ef, blk, f, use && *nlow == full ? low[full - 1] : UINT32_MAX);
+	if (use && (*nlow < full || sc < low[full - 1])) {
+		int at = *nlow < full ? (*nlow)++ : full - 1;
+		KILN_ROLLED for (; at > 0 && low[at - 1] > sc; at--)
+			low[at] = low[at - 1];
+		low[at] = sc;
+	}
+	return sc;
 }
 
 /* k partitions (3, 4): the `tries` seeds whose patterns best match a k-means clustering,
@@ -2313,8 +2327,8 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
 	int msize[4];
 	KILN_ROLLED for (int a = 0; a < k; a++)
 		msize[a] = astc_enc_popcount(masks[a][0]) + astc_enc_popcount(masks[a][1]) + astc_enc_popcount(masks[a][2]);
-	int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
-	uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
+	int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0, nlow = 0;
+	uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS], low[ASTC_ENC_MAX_CUT];
 	KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
 		if (!((ctx->part34_ok[s] >> (k - 3)) & 1))
 			continue;
@@ -2331,7 +2345,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
 		KILN_ROLLED for (int i = 0; i < n; i++)
 			f->part[i] = (uint8_t)(((*pl)[seeds[t]][0][i >> 6] >> (i & 63) & 1u) |
 					      (((*pl)[seeds[t]][1][i >> 6] >> (i & 63) & 1u) << 1));
-		scores[t] = astc_enc_partitioning_score(ef, blk, f);
+		scores[t] = astc_enc_seed_score(ef, blk, f, full, low, &nlow);
 	}
 	KILN_ROLLED for (int j = 0; j < full && j < have && *best_err > 0; j++) {
 		int sd = astc_enc_select(seeds, scores, have, j);
@@ -2447,8 +2461,8 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 		if (tries > 0) {
 			uint64_t labels[3];
 			astc_enc_two_means(blk, fit, labels);
-			int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
-			uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
+			int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0, nlow = 0;
+			uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS], low[ASTC_ENC_MAX_CUT];
 			KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
 				if (!ctx->part2_ok[s])
 					continue;
@@ -2461,7 +2475,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 			KILN_ROLLED for (int t = 0; t < have; t++) {
 				KILN_ROLLED for (int i = 0; i < n; i++)
 					f2->part[i] = (uint8_t)((ctx->part2[seeds[t]][i >> 6] >> (i & 63)) & 1u);
-				scores[t] = astc_enc_partitioning_score(ef, blk, f2);
+				scores[t] = astc_enc_seed_score(ef, blk, f2, full, low, &nlow);
 			}
 			/* stable selection of the `full` lowest residuals */
 			KILN_ROLLED for (int k = 0; k < full && k < have; k++) {
