@@ -75,11 +75,54 @@ KILN_HD void astc_bits_put(uint8_t *b, int pos, int n, uint32_t v)
 	}
 }
 
+/* A block of 128 bits held as two words (bit k of the block is bit k % 64 of w[k / 64]):
+ * what astc_pack builds the block in, bit fields ORed in with shifts rather than byte by
+ * byte (a GPU thread keeps it in registers, where bytes indexed at run time are local
+ * memory). */
+typedef struct astc_bits128 {
+	uint64_t w[2];
+} astc_bits128;
+
+/* astc_bits_put on an astc_bits128: ORs n (<= 31) bits of v in at pos; bits at or past
+ * 128 are dropped. */
+KILN_HD void astc_bits128_put(astc_bits128 *a, int pos, int n, uint32_t v)
+{
+	uint64_t x = v & ((1u << n) - 1u);
+	if (pos >= 128)
+		return;
+	if (pos >= 64) {
+		a->w[1] |= x << (pos - 64);
+		return;
+	}
+	a->w[0] |= x << pos;
+	if (pos + n > 64)
+		a->w[1] |= x >> (64 - pos);
+}
+
+/* ORs the bits of a into the 16 bytes at b (little-endian). */
+KILN_HD void astc_bits128_or(const astc_bits128 *a, uint8_t *b)
+{
+	for (int i = 0; i < 16; i++)
+		b[i] |= (uint8_t)(a->w[i >> 3] >> (8 * (i & 7)));
+}
+
 KILN_HD uint8_t astc_rev8(uint8_t x)
 {
 	x = (uint8_t)(((x & 0xF0u) >> 4) | ((x & 0x0Fu) << 4));
 	x = (uint8_t)(((x & 0xCCu) >> 2) | ((x & 0x33u) << 2));
 	x = (uint8_t)(((x & 0xAAu) >> 1) | ((x & 0x55u) << 1));
+	return x;
+}
+
+/* The bits of x in reverse order. */
+KILN_HD uint64_t astc_rev64(uint64_t x)
+{
+	x = (x >> 32) | (x << 32);
+	x = ((x & 0xFFFF0000FFFF0000ull) >> 16) | ((x & 0x0000FFFF0000FFFFull) << 16);
+	x = ((x & 0xFF00FF00FF00FF00ull) >> 8) | ((x & 0x00FF00FF00FF00FFull) << 8);
+	x = ((x & 0xF0F0F0F0F0F0F0F0ull) >> 4) | ((x & 0x0F0F0F0F0F0F0F0Full) << 4);
+	x = ((x & 0xCCCCCCCCCCCCCCCCull) >> 2) | ((x & 0x3333333333333333ull) << 2);
+	x = ((x & 0xAAAAAAAAAAAAAAAAull) >> 1) | ((x & 0x5555555555555555ull) << 1);
 	return x;
 }
 
@@ -205,15 +248,15 @@ KILN_HD void astc_bise_decode(const uint8_t *b, int pos, int r, int count, uint8
 	}
 }
 
-/* Encodes count values (each < levels of r) at bit pos of b (ORed into a zeroed area). */
-KILN_HD void astc_bise_encode(uint8_t *b, int pos, int r, int count, const uint8_t *vals)
+/* Encodes count values (each < levels of r) at bit pos of a (ORed into a zeroed area). */
+KILN_HD void astc_bise_put(astc_bits128 *b, int pos, int r, int count, const uint8_t *vals)
 {
 	const astc_range *q = &astc_ranges[r];
 	int nb = q->bits;
 	int end = pos + astc_bise_bits(r, count);
 	if (!q->trits && !q->quints) {
 		KILN_ROLLED for (int i = 0; i < count; i++)
-			astc_bits_put(b, pos + i * nb, nb, vals[i]);
+			astc_bits128_put(b, pos + i * nb, nb, vals[i]);
 		return;
 	}
 	int group = q->trits ? 5 : 3;
@@ -229,15 +272,23 @@ KILN_HD void astc_bise_encode(uint8_t *b, int pos, int r, int count, const uint8
 		KILN_ROLLED for (int i = 0; i < group; i++) {
 			uint32_t lo = g + i < count ? vals[g + i] & ((1u << nb) - 1u) : 0;
 			if (pos < end)
-				astc_bits_put(b, pos, nb, lo);
+				astc_bits128_put(b, pos, nb, lo);
 			pos += nb;
 			/* the table keeps the bits past a short final group zero */
 			if (pos < end)
-				astc_bits_put(b, pos, split[i], packed & ((1u << split[i]) - 1u));
+				astc_bits128_put(b, pos, split[i], packed);
 			packed >>= split[i];
 			pos += split[i];
 		}
 	}
+}
+
+/* astc_bise_put into the 16 bytes at b. */
+KILN_HD void astc_bise_encode(uint8_t *b, int pos, int r, int count, const uint8_t *vals)
+{
+	astc_bits128 a = {{0, 0}};
+	astc_bise_put(&a, pos, r, count, vals);
+	astc_bits128_or(&a, b);
 }
 
 /* ---- block mode ------------------------------------------------------------------------ */
@@ -664,21 +715,38 @@ KILN_HD void astc_pack(const astc_symbolic *s, uint8_t *out)
 	int parts = s->partitions;
 	int nw = s->mode.grid_w * s->mode.grid_h;
 	int below = 128 - s->mode.weight_bits;
-	astc_bits_put(out, 0, 11, s->block_mode);
-	astc_bits_put(out, 11, 2, (uint32_t)(parts - 1));
+	uint8_t w[ASTC_MAX_WEIGHTS];
+	if (s->mode.dual) {
+		KILN_ROLLED for (int i = 0; i < nw; i++) {
+			w[2 * i] = s->weights[0][i];
+			w[2 * i + 1] = s->weights[1][i];
+		}
+		nw *= 2;
+	} else {
+		KILN_ROLLED for (int i = 0; i < nw; i++)
+			w[i] = s->weights[0][i];
+	}
+	/* the weight stream grows down from bit 127 (astc_reverse128): encoded upwards, then
+	 * each word's bits reversed and the words swapped; first, so that the block's other
+	 * fields are ORed into the same words */
+	astc_bits128 rev = {{0, 0}};
+	astc_bise_put(&rev, 0, s->mode.wrange, nw, w);
+	astc_bits128 a = {{astc_rev64(rev.w[1]), astc_rev64(rev.w[0])}};
+	astc_bits128_put(&a, 0, 11, s->block_mode);
+	astc_bits128_put(&a, 11, 2, (uint32_t)(parts - 1));
 	int values = 0;
 	KILN_ROLLED for (int p = 0; p < parts; p++)
 		values += astc_cem_values(s->cem[p]);
 	if (parts == 1) {
-		astc_bits_put(out, 13, 4, s->cem[0]);
-		astc_bise_encode(out, 17, s->crange, values, s->colors);
+		astc_bits128_put(&a, 13, 4, s->cem[0]);
+		astc_bise_put(&a, 17, s->crange, values, s->colors);
 	} else {
-		astc_bits_put(out, 13, 10, s->seed);
+		astc_bits128_put(&a, 13, 10, s->seed);
 		int mixed = 0;
 		KILN_ROLLED for (int p = 1; p < parts; p++)
 			mixed |= s->cem[p] != s->cem[0];
 		if (!mixed) {
-			astc_bits_put(out, 23, 6, (uint32_t)s->cem[0] << 2);
+			astc_bits128_put(&a, 23, 6, (uint32_t)s->cem[0] << 2);
 		} else {
 			int base = 4;
 			KILN_ROLLED for (int p = 0; p < parts; p++)
@@ -690,33 +758,16 @@ KILN_HD void astc_pack(const astc_symbolic *s, uint8_t *out)
 			}
 			int extra = astc_extra_cem_bits(parts, 1);
 			below -= extra;
-			astc_bits_put(out, 23, 6, field & 0x3Fu);
-			astc_bits_put(out, below, extra, field >> 6);
+			astc_bits128_put(&a, 23, 6, field & 0x3Fu);
+			astc_bits128_put(&a, below, extra, field >> 6);
 		}
-		astc_bise_encode(out, 29, s->crange, values, s->colors);
+		astc_bise_put(&a, 29, s->crange, values, s->colors);
 	}
 	if (s->mode.dual) {
 		below -= 2;
-		astc_bits_put(out, below, 2, s->ccs);
+		astc_bits128_put(&a, below, 2, s->ccs);
 	}
-	uint8_t w[ASTC_MAX_WEIGHTS], rev[16];
-	if (s->mode.dual) {
-		KILN_ROLLED for (int i = 0; i < nw; i++) {
-			w[2 * i] = s->weights[0][i];
-			w[2 * i + 1] = s->weights[1][i];
-		}
-		nw *= 2;
-	} else {
-		KILN_ROLLED for (int i = 0; i < nw; i++)
-			w[i] = s->weights[0][i];
-	}
-	for (int i = 0; i < 16; i++)
-		rev[i] = 0;
-	astc_bise_encode(rev, 0, s->mode.wrange, nw, w);
-	uint8_t fwd[16];
-	astc_reverse128(rev, fwd);
-	for (int i = 0; i < 16; i++)
-		out[i] |= fwd[i];
+	astc_bits128_or(&a, out);
 }
 
 /* ---- weight infill --------------------------------------------------------------------- */

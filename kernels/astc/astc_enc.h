@@ -64,6 +64,8 @@
 #define ASTC_ENC_SEEDS 1024
 /* 2-partition seeds whose patterns are scored in full, per quality */
 #define ASTC_ENC_MAX_TRY_SEEDS 32
+/* of which searched in full, at most, for astc_enc_seed_score's cut (more: no cut) */
+#define ASTC_ENC_MAX_CUT 8
 
 #define ASTC_ENC_MAX_GRIDS 128
 /* a mode's config bits (at most 39) and weights (at most 96) leave at least -7 bits */
@@ -585,22 +587,6 @@ KILN_HD void astc_enc_principal_axis(const float cov[4][4], float v[4])
 		;
 }
 
-/* astc_enc_principal_axis of `count` covariances, their steps taken in turn: a step
- * waits on the one before it (its divisions most), and the steps of the other axes in
- * between are independent work the processor overlaps with that wait. */
-KILN_HD void astc_enc_principal_axes(const float cov[][4][4], float v[][4], int count)
-{
-	int live = 0;
-	KILN_ROLLED for (int p = 0; p < count; p++) {
-		astc_enc_axis_start(cov[p], v[p]);
-		live |= 1 << p;
-	}
-	KILN_ROLLED for (int it = 0; it < 8 && live; it++)
-		KILN_ROLLED for (int p = 0; p < count; p++)
-			if (((live >> p) & 1) && !astc_enc_axis_step(cov[p], v[p]))
-				live &= ~(1 << p);
-}
-
 /* Principal axis of each partition by power iteration (no square roots), projections
  * normalised to 0..1, oriented so that endpoint 1 has the larger RGB sum (plain direct
  * endpoints need s1 >= s0; blue-contracted ones store 2r + 2g - b in that order, which
@@ -731,8 +717,9 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
  * (the sum of astc_enc_line_fit's residuals but for their rounding), from the texels'
  * sums and sums of products per partition in one pass: each partition's covariance, and
  * its variance off the principal axis (the trace less the Rayleigh quotient of the axis
- * found as there). */
-ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const astc_enc_fit *fit)
+ * found as there). Where that reaches cut, what it returns is only at or above cut and no
+ * more than the whole (astc_enc_seed_score). */
+ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const astc_enc_fit *fit, uint32_t cut)
 {
 	int32_t cnt[4] = {0, 0, 0, 0}, sum[4][4] = {{0}}, prod[4][10] = {{0}};
 	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
@@ -757,8 +744,8 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const
 		q[9] += x3 * x3;
 	}
 	/* every partition's covariance times the texel count, exact in 64 bits (zero for an
-	 * empty partition, which is left out below), then their axes side by side */
-	float cov[4][4][4], v[4][4];
+	 * empty partition, which is left out below) */
+	float cov[4][4][4];
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
 		int at = 0;
 		for (int a = 0; a < 4; a++)
@@ -767,18 +754,23 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const
 				cov[p][a][b] = cov[p][b][a] = cnt[p] ? (float)c / (float)cnt[p] : 0.0f;
 			}
 	}
-	astc_enc_principal_axes((const float(*)[4][4])cov, v, fit->parts);
+	/* partition by partition: the residual only grows with each (non-negative terms, and
+	 * float addition and the rounding below are monotonic), so the partitions left once
+	 * it reaches cut are not worked out */
 	float total = 0.0f;
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
 		if (cnt[p] == 0)
 			continue;
 		const float(*c)[4] = cov[p];
-		const float *u = v[p];
+		float u[4];
+		astc_enc_principal_axis(c, u);
 		float vv = u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3], vcv = 0.0f;
 		for (int a = 0; a < 4; a++)
 			vcv += u[a] * (c[a][0] * u[0] + c[a][1] * u[1] + c[a][2] * u[2] + c[a][3] * u[3]);
 		float off = c[0][0] + c[1][1] + c[2][2] + c[3][3] - (vv > 0.0f ? vcv / vv : 0.0f);
 		total += off > 0.0f ? off : 0.0f;
+		if ((uint32_t)(total + 0.5f) >= cut)
+			break;
 	}
 	return (uint32_t)(total + 0.5f);
 }
@@ -1338,10 +1330,18 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 
 	uint8_t W[2][ASTC_MAX_TEXELS];
 	uint32_t best = UINT32_MAX;
-	astc_symbolic cur = *s;
+	/* the encoding of the current iteration; with one iteration and one kind it is made
+	 * in *s itself, which it would be copied to anyway (astc_enc_eval's error is below
+	 * UINT32_MAX, so the first iteration's is always the best): copies of an
+	 * astc_symbolic are a GPU thread's local memory */
+	astc_symbolic own, *cur = s;
+	if (iterations > 0 || kinds_left) {
+		own = *s;
+		cur = &own;
+	}
 	int resume = first && iterations > 0 && given;
 	if (resume) {
-		cur = first->s;
+		*cur = first->s;
 		*s = first->s;
 		best = first->err;
 		KILN_ROLLED for (int p = 0; p < parts; p++)
@@ -1358,7 +1358,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			pos[1] = tw[1];
 			KILN_ROLLED for (int p = 0; p < parts; p++) {
 				int e0[4], e1[4];
-				astc_enc_decoded_endpoints(&cur, p, e0, e1);
+				astc_enc_decoded_endpoints(cur, p, e0, e1);
 				/* the line's direction on plane 0 (channel ccs zeroed: its term of every
 				 * product is 0) */
 				int d[4], dd = 0;
@@ -1404,24 +1404,25 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			memo->grid = it > 0 ? -1 : m->grid;
 		}
 		KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-			astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 0, cur.weights[pl], W[pl]);
+			astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 0, cur->weights[pl], W[pl]);
 		/* endpoints refitted to those weights (kept when they do not determine a line) */
 		astc_enc_refit(blk, fit, W[0], W[1], ccs, ep);
-		int swapped = astc_enc_quant_endpoints(&cur, ep);
+		int swapped = astc_enc_quant_endpoints(cur, ep);
 		if (swapped && parts == 1) {
 			/* invert the weights of the (single) partition and requantise */
 			KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-				astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 1, cur.weights[pl], W[pl]);
+				astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 1, cur->weights[pl], W[pl]);
 		}
-		uint32_t err = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, &cur, best < limit ? best : limit);
+		uint32_t err = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, cur, best < limit ? best : limit);
 		if (err < best) {
 			best = err;
-			*s = cur;
+			if (cur != s)
+				*s = *cur;
 			*kindp = kind;
 		}
 		if (kinds_left) {
 			/* the other endpoint kind with the same weights */
-			astc_symbolic alt = cur;
+			astc_symbolic alt = *cur;
 			kinds_left = 0;
 			if (astc_enc_set_cems(ctx, &alt, fit, ccs, 1, m->weight_bits)) {
 				int sw = astc_enc_quant_endpoints(&alt, ep);
@@ -1432,13 +1433,13 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 				if (e2 < best) {
 					best = e2;
 					*s = alt;
-					cur = alt;
+					*cur = alt;
 					kind = 1;
 					*kindp = kind;
 					swapped = sw;
 				} else if (sw != swapped && parts == 1) {
 					KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-						astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], swapped != 0, cur.weights[pl], W[pl]);
+						astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], swapped != 0, cur->weights[pl], W[pl]);
 				}
 			}
 		}
@@ -1926,6 +1927,16 @@ typedef struct astc_enc_kinds {
  * bits leave the colour values fewer, so a colour range no finer (astc_color_range takes
  * the finest that fits) and a colour term no smaller (cterm_of falls with the range):
  * where a mode cannot enter, no mode with more weight bits can. */
+/* Whether a mode of colour terms cterm (of the kinds ok) can enter the full list (last
+ * error thr) at an error e before them: astc_enc_mode_cterms's test. */
+KILN_HD int astc_enc_mode_live(const astc_enc_kinds *ks, const float *cterm, const int *ok, float e, float thr)
+{
+	int live = 0;
+	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++)
+		live = live || (ok[kind] && e + cterm[kind] + ks->kterm[kind] < thr);
+	return live;
+}
+
 KILN_HD int astc_enc_mode_cterms(const astc_enc_kinds *ks, int weight_bits, float dec, int full, float thr,
 				 float *cterm, int *ok)
 {
@@ -2025,24 +2036,36 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		int ok[ASTC_ENC_KINDS];
 		if (have == count && !astc_enc_mode_cterms(&ks, ctx->grid_wb_min[first], 0.0f, 1, errs[count - 1], cterm, ok))
 			continue;
+		/* the decimation term only grows texel by texel and plane by plane: once the list
+		 * is full, where it alone leaves the grid's mode of fewest weight bits out at
+		 * each quarter of a plane's texels (the test above at dec), the grid
+		 * is dropped (its modes would not enter: the mode loop below stops at its first)
+		 * before the rest of its weights are fitted */
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
-		KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
+		int dropped = 0;
+		KILN_ROLLED for (int pl = 0; pl <= dual && !dropped; pl++) {
 			const float *tw = pl ? fit->w1 : fit->w;
 			astc_enc_grid_from_texels(gr, n, tw, ideal[pl], ef->est_steps);
 			KILN_ROLLED for (int j = 0; j < ng; j++)
 				near[pl][j] = (uint8_t)astc_enc_round64(ideal[pl][j]);
 			if (gr->full)
 				continue;
-			KILN_ROLLED for (int i = 0; i < n; i++) {
-				const astc_infill_tap *tp = &gr->taps[i];
-				const float *f = gr->ffac[i];
-				float w = (f[0] * ideal[pl][tp->idx[0]] + f[1] * ideal[pl][tp->idx[1]] + f[2] * ideal[pl][tp->idx[2]] +
-					   f[3] * ideal[pl][tp->idx[3]]) / 16.0f;
-				float d = tw[i] * 64.0f - w;
-				dec += d * d * len[pl][fit->part[i]] / 4096.0f;
+			KILN_ROLLED for (int i0 = 0; i0 < n && !dropped; i0 += (n + 3) / 4) {
+				int i1 = i0 + (n + 3) / 4 < n ? i0 + (n + 3) / 4 : n;
+				KILN_ROLLED for (int i = i0; i < i1; i++) {
+					const astc_infill_tap *tp = &gr->taps[i];
+					const float *f = gr->ffac[i];
+					float w = (f[0] * ideal[pl][tp->idx[0]] + f[1] * ideal[pl][tp->idx[1]] +
+						   f[2] * ideal[pl][tp->idx[2]] + f[3] * ideal[pl][tp->idx[3]]) / 16.0f;
+					float d = tw[i] * 64.0f - w;
+					dec += d * d * len[pl][fit->part[i]] / 4096.0f;
+				}
+				dropped = have == count && !astc_enc_mode_live(&ks, cterm, ok, dec, errs[count - 1]);
 			}
 		}
+		if (dropped)
+			continue;
 		int inserted = 0;
 		KILN_ROLLED for (int t = first; t < end; t++) {
 			int mi = ctx->grid_modes[t];
@@ -2258,14 +2281,36 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 }
 
 /* The residual off the lines of a fit's partitioning (f->part, f->parts), which ranks the
- * seeds of a partition count: from the texels' moments at moment_score, else from line
- * fits. */
-KILN_HD uint32_t astc_enc_partitioning_score(const astc_enc_effort *ef, const astc_enc_block *blk, astc_enc_fit *f)
+ * seeds of a partition count: from the texels' moments at moment_score (only at or above
+ * cut where it reaches it), else from line fits. */
+KILN_HD uint32_t astc_enc_partitioning_score(const astc_enc_effort *ef, const astc_enc_block *blk, astc_enc_fit *f,
+					     uint32_t cut)
 {
 	if (ef->moment_score)
-		return astc_enc_moment_resid(blk, f);
+		return astc_enc_moment_resid(blk, f, cut);
 	astc_enc_line_fit(blk, f, 0);
 	return f->resid[0] + f->resid[1] + f->resid[2] + f->resid[3];
+}
+
+/* The score of a seed's partitioning f (astc_enc_partitioning_score) of which
+ * astc_enc_select picks the `full` lowest, the seeds scored in order; low holds the
+ * *nlow (at most full) lowest scores before it, sorted. A score at or above the full-th
+ * of those is not picked, whatever it is exactly (those seeds come first at equal scores),
+ * and the score is left partial there, at or above it: it keeps the seed out as the
+ * whole would, and those scored after it are picked as they would be (below the partial
+ * score it ranks as it would; at or above it, they are out, behind the same `full`). */
+KILN_HD uint32_t astc_enc_seed_score(const astc_enc_effort *ef, const astc_enc_block *blk, astc_enc_fit *f, int full,
+				     uint32_t *low, int *nlow)
+{
+	int use = full > 0 && full <= ASTC_ENC_MAX_CUT;
+	uint32_t sc = astc_enc_partitioning_score(ef, blk, f, use && *nlow == full ? low[full - 1] : UINT32_MAX);
+	if (use && (*nlow < full || sc < low[full - 1])) {
+		int at = *nlow < full ? (*nlow)++ : full - 1;
+		KILN_ROLLED for (; at > 0 && low[at - 1] > sc; at--)
+			low[at] = low[at - 1];
+		low[at] = sc;
+	}
+	return sc;
 }
 
 /* k partitions (3, 4): the `tries` seeds whose patterns best match a k-means clustering,
@@ -2282,8 +2327,8 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
 	int msize[4];
 	KILN_ROLLED for (int a = 0; a < k; a++)
 		msize[a] = astc_enc_popcount(masks[a][0]) + astc_enc_popcount(masks[a][1]) + astc_enc_popcount(masks[a][2]);
-	int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
-	uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
+	int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0, nlow = 0;
+	uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS], low[ASTC_ENC_MAX_CUT];
 	KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
 		if (!((ctx->part34_ok[s] >> (k - 3)) & 1))
 			continue;
@@ -2300,7 +2345,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
 		KILN_ROLLED for (int i = 0; i < n; i++)
 			f->part[i] = (uint8_t)(((*pl)[seeds[t]][0][i >> 6] >> (i & 63) & 1u) |
 					      (((*pl)[seeds[t]][1][i >> 6] >> (i & 63) & 1u) << 1));
-		scores[t] = astc_enc_partitioning_score(ef, blk, f);
+		scores[t] = astc_enc_seed_score(ef, blk, f, full, low, &nlow);
 	}
 	KILN_ROLLED for (int j = 0; j < full && j < have && *best_err > 0; j++) {
 		int sd = astc_enc_select(seeds, scores, have, j);
@@ -2416,8 +2461,8 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 		if (tries > 0) {
 			uint64_t labels[3];
 			astc_enc_two_means(blk, fit, labels);
-			int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0;
-			uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS];
+			int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0, nlow = 0;
+			uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS], low[ASTC_ENC_MAX_CUT];
 			KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
 				if (!ctx->part2_ok[s])
 					continue;
@@ -2430,7 +2475,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 			KILN_ROLLED for (int t = 0; t < have; t++) {
 				KILN_ROLLED for (int i = 0; i < n; i++)
 					f2->part[i] = (uint8_t)((ctx->part2[seeds[t]][i >> 6] >> (i & 63)) & 1u);
-				scores[t] = astc_enc_partitioning_score(ef, blk, f2);
+				scores[t] = astc_enc_seed_score(ef, blk, f2, full, low, &nlow);
 			}
 			/* stable selection of the `full` lowest residuals */
 			KILN_ROLLED for (int k = 0; k < full && k < have; k++) {
