@@ -248,7 +248,7 @@ KILN_HD void astc_bise_decode(const uint8_t *b, int pos, int r, int count, uint8
 	}
 }
 
-/* Encodes count values (each < levels of r) at bit pos of a (ORed into a zeroed area). */
+/* Encodes count values (each < levels of r) at bit pos of b (ORed into a zeroed area). */
 KILN_HD void astc_bise_put(astc_bits128 *b, int pos, int r, int count, const uint8_t *vals)
 {
 	const astc_range *q = &astc_ranges[r];
