@@ -62,19 +62,6 @@ KILN_HD uint32_t astc_bits_get(const uint8_t *b, int pos, int n, int end)
 	return v;
 }
 
-/* ORs n bits of v in at pos (the block starts zeroed). */
-KILN_HD void astc_bits_put(uint8_t *b, int pos, int n, uint32_t v)
-{
-	/* a byte's worth of bits at a time (n <= 31): a run never straddles a byte, so the
-	 * runs below bit 128 are the bits below it */
-	v &= (1u << n) - 1u;
-	KILN_ROLLED for (int take = 0; n > 0 && pos < 128; pos += take, n -= take, v >>= take) {
-		int at = pos & 7;
-		take = 8 - at < n ? 8 - at : n;
-		b[pos >> 3] |= (uint8_t)((v & ((1u << take) - 1u)) << at);
-	}
-}
-
 /* A block of 128 bits held as two words (bit k of the block is bit k % 64 of w[k / 64]):
  * what astc_pack builds the block in, bit fields ORed in with shifts rather than byte by
  * byte (a GPU thread keeps it in registers, where bytes indexed at run time are local
@@ -83,8 +70,7 @@ typedef struct astc_bits128 {
 	uint64_t w[2];
 } astc_bits128;
 
-/* astc_bits_put on an astc_bits128: ORs n (<= 31) bits of v in at pos; bits at or past
- * 128 are dropped. */
+/* ORs n (<= 31) bits of v in at pos; bits at or past 128 are dropped. */
 KILN_HD void astc_bits128_put(astc_bits128 *a, int pos, int n, uint32_t v)
 {
 	uint64_t x = v & ((1u << n) - 1u);
@@ -705,11 +691,13 @@ KILN_HD void astc_pack(const astc_symbolic *s, uint8_t *out)
 		out[i] = 0;
 	if (s->kind == ASTC_KIND_VOID) {
 		/* constant colour without an extent: every coordinate all ones */
-		astc_bits_put(out, 0, 12, 0xDFCu);
+		astc_bits128 v = {{0, 0}};
+		astc_bits128_put(&v, 0, 12, 0xDFCu);
 		for (int i = 12; i < 64; i += 13)
-			astc_bits_put(out, i, 13, 0x1FFFu);
+			astc_bits128_put(&v, i, 13, 0x1FFFu);
 		for (int c = 0; c < 4; c++)
-			astc_bits_put(out, 64 + 16 * c, 16, s->void_color[c]);
+			astc_bits128_put(&v, 64 + 16 * c, 16, s->void_color[c]);
+		astc_bits128_or(&v, out);
 		return;
 	}
 	int parts = s->partitions;
