@@ -1920,13 +1920,6 @@ typedef struct astc_enc_kinds {
 	float kterm[ASTC_ENC_KINDS];
 } astc_enc_kinds;
 
-/* The colour terms of a mode with weight_bits per endpoint kind (ok[kind] 0: its values do
- * not fit); returns whether the mode can enter the candidate list at a weight error of
- * dec: the list is not full, or some kind's error without the weight quantisation term
- * (>= 0; float addition is monotonic) is below thr, the list's last error. More weight
- * bits leave the colour values fewer, so a colour range no finer (astc_color_range takes
- * the finest that fits) and a colour term no smaller (cterm_of falls with the range):
- * where a mode cannot enter, no mode with more weight bits can. */
 /* Whether a mode of colour terms cterm (of the kinds ok) can enter the full list (last
  * error thr) at an error e before them: astc_enc_mode_cterms's test. */
 KILN_HD int astc_enc_mode_live(const astc_enc_kinds *ks, const float *cterm, const int *ok, float e, float thr)
@@ -1937,6 +1930,13 @@ KILN_HD int astc_enc_mode_live(const astc_enc_kinds *ks, const float *cterm, con
 	return live;
 }
 
+/* The colour terms of a mode with weight_bits per endpoint kind (ok[kind] 0: its values do
+ * not fit); returns whether the mode can enter the candidate list at a weight error of
+ * dec: the list is not full, or some kind's error without the weight quantisation term
+ * (>= 0; float addition is monotonic) is below thr, the list's last error. More weight
+ * bits leave the colour values fewer, so a colour range no finer (astc_color_range takes
+ * the finest that fits) and a colour term no smaller (cterm_of falls with the range):
+ * where a mode cannot enter, no mode with more weight bits can. */
 KILN_HD int astc_enc_mode_cterms(const astc_enc_kinds *ks, int weight_bits, float dec, int full, float thr,
 				 float *cterm, int *ok)
 {
