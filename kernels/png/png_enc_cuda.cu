@@ -18,8 +18,10 @@
 //                header by the shared functions on lane 0, the tokens written at once at
 //                bit positions from a warp scan (bits ORed into zeroed words); the lanes
 //                also split the Adler-32 and CRC-32 (partial sums combined in order);
-//                high: lane 0 runs the CPU's png_deflate_strip_opt on the candidates (its
-//                parse passes are serial), the warp the checksums;
+//                high (pngenc_opt_kernel): png_deflate_strip_opt's steps on the
+//                candidates, each parse by the warp (warp_opt_parse: the lanes cost a
+//                position's lengths, the serial loop's choice), the walks, code lengths
+//                and block writer on lane 0;
 //   5. copy    : a CTA per slice of a strip's data: from scratch to its final place;
 //   6. assemble: a thread per image writes the headers, checksums, kiSt and IEND.
 // Same functions, same integers: the files equal the CPU backend's byte for byte.
@@ -36,9 +38,9 @@ extern "C" {
 
 #define FULL_MASK 0xffffffffu
 
-static size_t align256(size_t n)
+__host__ __device__ static uint64_t align256(uint64_t n)
 {
-	return (n + 255) & ~(size_t)255;
+	return (n + 255) & ~(uint64_t)255;
 }
 
 // Scratch of one strip on the GPU, in order: the filtered bytes; the search area (the hash
@@ -52,23 +54,18 @@ struct strip_layout {
 	uint64_t search, tokens, out, prev, keys, total;
 };
 
-__host__ __device__ static uint64_t align256_64(uint64_t n)
-{
-	return (n + 255) & ~(uint64_t)255;
-}
-
 __host__ __device__ static strip_layout strip_layout_of(uint64_t n, uint64_t rows, int quality)
 {
 	png_defl_level lv = png_defl_level_for(quality);
 	uint64_t matches = lv.optimal ? n * PNG_OPT_CANDS * 4 : n * 4;
 	uint64_t head = lv.chain ? (uint64_t)PNG_DEFL_HASH_SIZE * 4 : 0;
 	strip_layout l;
-	l.search = align256_64(n);
-	l.tokens = l.search + align256_64(matches > head ? matches : head);
-	l.out = l.tokens + (lv.optimal ? 0 : align256_64(PNG_DEFL_BLOCK_TOKENS * 4));
-	l.prev = l.out + align256_64(png_deflate_strip_bound(n));
-	l.keys = l.prev + (lv.chain ? align256_64(n * 4) : 0);
-	l.total = l.keys + (lv.optimal ? align256_64(rows * 8) : 0);
+	l.search = align256(n);
+	l.tokens = l.search + align256(matches > head ? matches : head);
+	l.out = l.tokens + (lv.optimal ? 0 : align256(PNG_DEFL_BLOCK_TOKENS * 4));
+	l.prev = l.out + align256(png_deflate_strip_bound(n));
+	l.keys = l.prev + (lv.chain ? align256(n * 4) : 0);
+	l.total = l.keys + (lv.optimal ? align256(rows * 8) : 0);
 	return l;
 }
 
