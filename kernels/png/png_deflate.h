@@ -881,7 +881,7 @@ KILN_HD void png_add_match(png_block_tables *t, uint32_t *tokens, uint32_t *ntok
 /* Bytes of a block, at most: a strip longer than this is cut into equal blocks. */
 #define PNG_OPT_BLOCK 32768u
 #define PNG_OPT_RING 512u
-/* A candidate this long is taken whole (png_opt_parse). */
+/* A candidate this long is taken whole (png_opt_long). */
 #define PNG_OPT_LONG 128u
 
 /* The fixed distances usable at p, ascending, into fd; returns how many. */
@@ -1011,6 +1011,31 @@ KILN_HD void png_opt_costs_from_freq(png_opt_costs *c, png_block_tables *t)
  * the least of a literal or any length 3..len of a candidate (with its distance) plus
  * the cost from where it ends; ties go to the longer token. ring (PNG_OPT_RING entries):
  * the costs from the positions after p. */
+/* How many candidates a position has (its list ends at the first zero). */
+KILN_HD uint32_t png_opt_cand_count(const uint32_t *cp)
+{
+	uint32_t nc = 0;
+	while (nc < PNG_OPT_CANDS && cp[nc])
+		nc++;
+	return nc;
+}
+
+/* A long match (runs, flat areas) is taken whole, so such a strip costs a step a position
+ * rather than one a length: whether the last of the nc candidates cp of a position with
+ * `room` bytes left in the block is one, and then its cost from the position (the cost
+ * ring holds those of the positions after it) and its choice. */
+KILN_HD int png_opt_long(const uint32_t *cp, uint32_t nc, uint32_t p, uint32_t room, const png_opt_costs *c,
+			 const uint32_t *ring, uint32_t *cost, uint32_t *pick)
+{
+	if (!nc || (cp[nc - 1] & 0xFFFFu) < PNG_OPT_LONG || room < PNG_OPT_LONG)
+		return 0;
+	uint32_t len = cp[nc - 1] & 0xFFFFu, dist = cp[nc - 1] >> 16, ne, ev;
+	len = len < room ? len : room;
+	*cost = ring[(p + len) & (PNG_OPT_RING - 1)] + c->len[len] + c->dist[png_dist_code(dist, &ne, &ev)];
+	*pick = dist << 16 | len;
+	return 1;
+}
+
 KILN_HD void png_opt_parse(const uint8_t *d, uint32_t start, uint32_t end, const uint32_t *cands,
 			   const png_opt_costs *c, uint32_t *ring, uint32_t *choice)
 {
@@ -1019,19 +1044,9 @@ KILN_HD void png_opt_parse(const uint8_t *d, uint32_t start, uint32_t end, const
 		uint32_t best = ring[(p + 1) & (PNG_OPT_RING - 1)] + c->lit[d[p]], pick = 1;
 		const uint32_t *cp = cands + (uint64_t)p * PNG_OPT_CANDS;
 		uint32_t lo = PNG_DEFL_MIN_MATCH, room = end - p;
-		uint32_t nc = 0;
-		while (nc < PNG_OPT_CANDS && cp[nc])
-			nc++;
-		if (nc && (cp[nc - 1] & 0xFFFFu) >= PNG_OPT_LONG && room >= PNG_OPT_LONG) {
-			/* a long match (runs, flat areas): taken whole, so such a strip costs a
-			 * step a position rather than one a length */
-			uint32_t len = cp[nc - 1] & 0xFFFFu, dist = cp[nc - 1] >> 16, ne, ev;
-			len = len < room ? len : room;
-			ring[p & (PNG_OPT_RING - 1)] = ring[(p + len) & (PNG_OPT_RING - 1)] + c->len[len] +
-						       c->dist[png_dist_code(dist, &ne, &ev)];
-			choice[p] = dist << 16 | len;
+		uint32_t nc = png_opt_cand_count(cp);
+		if (png_opt_long(cp, nc, p, room, c, ring, &ring[p & (PNG_OPT_RING - 1)], &choice[p]))
 			continue;
-		}
 		for (uint32_t k = 0; k < nc && lo <= room; k++) {
 			uint32_t len = cp[k] & 0xFFFFu, dist = cp[k] >> 16, ne, ev;
 			if (len > room)

@@ -627,18 +627,11 @@ __device__ static void warp_opt_parse(const uint8_t *d, uint32_t start, uint32_t
 			__syncwarp();
 		}
 		const uint32_t *cp = stage->cands + (p - from) * PNG_OPT_CANDS;
-		uint32_t cand[PNG_OPT_CANDS], nc = 0, room = end - p;
+		uint32_t cand[PNG_OPT_CANDS], room = end - p;
 		for (uint32_t k = 0; k < PNG_OPT_CANDS; k++)
 			cand[k] = cp[k];
-		while (nc < PNG_OPT_CANDS && cand[nc])
-			nc++;
-		uint32_t best, pick, ne, ev;
-		if (nc && (cand[nc - 1] & 0xFFFFu) >= PNG_OPT_LONG && room >= PNG_OPT_LONG) {
-			uint32_t len = cand[nc - 1] & 0xFFFFu, dist = cand[nc - 1] >> 16;
-			len = len < room ? len : room;
-			best = ring[(p + len) & mask] + c->len[len] + c->dist[png_dist_code(dist, &ne, &ev)];
-			pick = dist << 16 | len;
-		} else {
+		uint32_t nc = png_opt_cand_count(cand), best, pick, ne, ev;
+		if (!png_opt_long(cand, nc, p, room, c, ring, &best, &pick)) {
 			uint32_t bx = UINT32_MAX, bl = 0, lo = PNG_DEFL_MIN_MATCH;
 			for (uint32_t k = 0; k < nc && lo <= room; k++) {
 				uint32_t len = cand[k] & 0xFFFFu;
