@@ -937,6 +937,7 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 	png_plan chunk[CHUNK];
 	uint32_t valid = 0, filled = 0;
 	uint64_t strips = 0, scratch_at = 0;
+	int trials = 0; /* some image's filters are chosen by trial (each kernel asks its plan) */
 	for (size_t i = 0; i < count; i++) {
 		png_plan *pl = &chunk[filled];
 		kiln_status st = plan_one(params, &images[i], pl);
@@ -961,6 +962,7 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 		pl->batch_index = (uint32_t)i;
 		scratch_at += pl->strip_scratch * pl->strip_count;
 		strips += pl->strip_count;
+		trials |= png_plan_trials(pl);
 		put_ctx pc = {dst[i], s};
 		if (png_enc_put_chunks(&images[i], put_device, &pc))
 			return KILN_ERR_CUDA;
@@ -982,7 +984,7 @@ extern "C" kiln_status kiln_pngenc_encode_gpu(const kiln_pngenc_params *params, 
 		return KILN_OK;
 
 	cudaGetLastError();
-	if (png_defl_level_for((int)params->quality).optimal && params->filter == KILN_PNGENC_FILTER_ADAPTIVE) {
+	if (trials) {
 		for (int type = 0; type < 5; type++) {
 			launch_filter_search(&L, d_plans, valid, strips, d_scratch, type, s);
 			const int threads = 64;
