@@ -148,48 +148,58 @@ KILN_HD void kiln_infl_kraft3_init(uint16_t *kraft3)
 	}
 }
 
-/* The cheap half of kiln_infl_block_start's test on the 128 stream bits from an offset
- * (w0 first): BTYPE 2, HLIT <= 286, HDIST <= 30 and a complete code-length code. Passed by
- * about 0.1 % of the bit offsets of Kodak streams; the GPU's scan tests the rest only there.
- * Without branches, and the code-length code's Kraft sum in 7 look-ups of 3 lengths
- * (kraft3: kiln_infl_kraft3_init; unused lengths masked to 0): the scan runs it at every
- * bit offset, where a loop over the lengths (for the quarter of offsets with BTYPE 2) kept
- * the other lanes of a warp waiting. */
-KILN_HD int kiln_infl_header_shape(uint64_t w0, uint64_t w1, const uint16_t *kraft3)
+/* The cheap half of kiln_infl_block_start's test on the 96 stream bits from an offset
+ * (w0 first; the test reads 74 of them): BTYPE 2, HLIT <= 286, HDIST <= 30 and a complete
+ * code-length code. Passed by about 0.1 % of the bit offsets of Kodak streams; the GPU's
+ * scan tests the rest only there. Without branches, and the code-length code's Kraft sum
+ * in 7 look-ups of 3 lengths (kraft3: kiln_infl_kraft3_init; unused lengths masked to 0):
+ * the scan runs it at every bit offset, where a loop over the lengths (for the quarter of
+ * offsets with BTYPE 2) kept the other lanes of a warp waiting. In 32-bit words: a GPU
+ * shifts a 64-bit word by a variable amount in several instructions, and with 64-bit
+ * words this test was most of the scan's instructions. */
+KILN_HD int kiln_infl_header_shape(uint32_t w0, uint32_t w1, uint32_t w2, const uint16_t *kraft3)
 {
-	uint32_t hclen = (uint32_t)((w0 >> 13) & 15u) + 4; /* at most 19: 57 bits of lengths */
-	uint64_t lens = (w0 >> 17 | w1 << 47) & ((1ull << (3 * hclen)) - 1u);
-	uint32_t kraft = 0;
-	for (uint32_t g = 0; g < 7; g++)
-		kraft += kraft3[(lens >> (9 * g)) & 511u];
+	uint32_t hclen = ((w0 >> 13) & 15u) + 4; /* at most 19 lengths of 3 bits, from bit 17 */
+	uint32_t l0 = (w0 >> 17 | w1 << 15) & ((1u << 27) - 1u); /* lengths 0-8: bits 17-43 */
+	uint32_t l1 = (w1 >> 12 | w2 << 20) & ((1u << 30) - 1u); /* lengths 9-18: bits 44-73 */
+	l0 &= hclen >= 9 ? (1u << 27) - 1u : (1u << (3 * hclen)) - 1u;
+	l1 &= hclen > 9 ? (1u << (3 * (hclen - 9))) - 1u : 0u;
+	uint32_t kraft = kraft3[l0 & 511u] + kraft3[(l0 >> 9) & 511u] + kraft3[l0 >> 18] + kraft3[l1 & 511u] +
+			 kraft3[(l1 >> 9) & 511u] + kraft3[(l1 >> 18) & 511u] + kraft3[l1 >> 27];
 	return (((w0 >> 1) & 3u) == 2u) & (((w0 >> 3) & 31u) <= 29u) & (((w0 >> 8) & 31u) <= 29u) & (kraft == 128u);
 }
 
-/* The bits the header test reads at the 8 bit offsets of one stream byte: the 136 from the
- * byte on, zero past len (lo: bits 0-63, mid: 64-127, hi: the byte after them). */
+/* The bits the header test reads at the 8 bit offsets of one stream byte: the 96 from the
+ * byte on (81 are read), zero past len. */
 typedef struct kiln_infl_window {
-	uint64_t lo, mid, hi;
+	uint32_t w[3];
 } kiln_infl_window;
 
 KILN_HD kiln_infl_window kiln_infl_window_at(const uint8_t *in, uint64_t len, uint64_t byte)
 {
-	kiln_infl_window w = {0, 0, byte + 16 < len ? in[byte + 16] : 0u};
-	for (int i = 15; i >= 0; i--) {
-		uint64_t v = byte + (uint64_t)i < len ? in[byte + i] : 0u;
-		if (i >= 8)
-			w.mid = w.mid << 8 | v;
-		else
-			w.lo = w.lo << 8 | v;
+	kiln_infl_window w = {{0, 0, 0}};
+	for (int i = 11; i >= 0; i--) {
+		uint32_t v = byte + (uint64_t)i < len ? in[byte + i] : 0u;
+		w.w[i >> 2] = w.w[i >> 2] << 8 | v;
 	}
 	return w;
+}
+
+/* The 32 bits of hi:lo from bit k (0..31). */
+KILN_HD uint32_t kiln_infl_funnel(uint32_t lo, uint32_t hi, uint32_t k)
+{
+#ifdef __CUDA_ARCH__
+	return __funnelshift_r(lo, hi, k);
+#else
+	return k ? lo >> k | hi << (32 - k) : lo;
+#endif
 }
 
 /* kiln_infl_header_shape at bit k (0..7) of the window's byte. */
 KILN_HD int kiln_infl_window_shape(const kiln_infl_window *w, uint32_t k, const uint16_t *kraft3)
 {
-	uint64_t w0 = k ? w->lo >> k | w->mid << (64 - k) : w->lo;
-	uint64_t w1 = k ? w->mid >> k | w->hi << (64 - k) : w->mid;
-	return kiln_infl_header_shape(w0, w1, kraft3);
+	return kiln_infl_header_shape(kiln_infl_funnel(w->w[0], w->w[1], k), kiln_infl_funnel(w->w[1], w->w[2], k),
+				      w->w[2] >> k, kraft3);
 }
 
 /* 1 when a dynamic-Huffman block header that kiln_infl_dynamic accepts starts at bit `bit`

@@ -252,18 +252,19 @@ Test(png_inflate_par, header_shape_is_a_necessary_condition)
 		size_t len;
 		uint8_t *z = deflate_raw(d, n, level, Z_DEFAULT_STRATEGY, &len);
 		for (uint64_t bit = 0; bit < 8 * (uint64_t)len; bit++) {
-			uint8_t win[17] = {0};
-			for (size_t i = 0; i < 17 && bit / 8 + i < len; i++)
+			/* the 96 bits from the offset, written out here rather than through the scan's
+			 * window */
+			uint8_t win[13] = {0};
+			for (size_t i = 0; i < 13 && bit / 8 + i < len; i++)
 				win[i] = z[bit / 8 + i];
-			uint64_t lo = 0, mid = 0;
-			for (int i = 7; i >= 0; i--) {
-				lo = lo << 8 | win[i];
-				mid = mid << 8 | win[8 + i];
+			uint32_t k = (uint32_t)(bit & 7), w[3];
+			for (int j = 0; j < 3; j++) {
+				uint64_t v = 0;
+				for (int i = 4; i >= 0; i--)
+					v = v << 8 | win[4 * j + i];
+				w[j] = (uint32_t)(v >> k);
 			}
-			uint32_t k = (uint32_t)(bit & 7);
-			uint64_t w0 = k ? lo >> k | mid << (64 - k) : lo;
-			uint64_t w1 = k ? mid >> k | (uint64_t)win[16] << (64 - k) : mid;
-			int shape = kiln_infl_header_shape(w0, w1, kraft3);
+			int shape = kiln_infl_header_shape(w[0], w[1], w[2], kraft3);
 			int full = kiln_infl_block_start(z, len, bit);
 			cr_assert(shape || !full, "level %d bit %llu: a header the cheap test drops", level,
 				  (unsigned long long)bit);
@@ -348,7 +349,7 @@ static gpu_run gpu_like(const uint8_t *in, size_t len, uint64_t total, uint32_t 
 	cr_assert(t && found);
 	uint32_t nf = 0;
 	found[nf++] = 0;
-	/* the scan's windows: 128 bits from each offset of a byte (pd_par_scan) */
+	/* the scan's windows: 96 bits from each offset of a byte (pd_par_scan) */
 	for (size_t byte = 0; byte < len; byte++) {
 		kiln_infl_window w = kiln_infl_window_at(in, len, byte);
 		for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++) {
