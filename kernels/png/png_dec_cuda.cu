@@ -1284,8 +1284,11 @@ __global__ void __launch_bounds__(256) pd_par_scan(const pd_file *files, const u
 		uint32_t hits = 0; // bit k: offset 8 * byte + k passes
 		if (byte < len) {
 			kiln_infl_window w = kiln_infl_window_at(in, len, byte);
-			for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++)
+			uint32_t fields = kiln_infl_window_fields(&w) & (byte == 0 ? ~1u : ~0u);
+			for (; fields; fields &= fields - 1) {
+				uint32_t k = (uint32_t)__ffs(fields) - 1;
 				hits |= (uint32_t)kiln_infl_window_shape(&w, k, kraft3) << k;
+			}
 		}
 		uint32_t n = __popc(hits);
 		uint32_t incl = n; // the warp's offsets before this lane (an inclusive scan, then less n)

@@ -265,6 +265,12 @@ Test(png_inflate_par, header_shape_is_a_necessary_condition)
 				w[j] = (uint32_t)(v >> k);
 			}
 			int shape = kiln_infl_header_shape(w[0], w[1], w[2], kraft3);
+			/* the scan's form: the window of the offset's byte, its fields test first */
+			kiln_infl_window win_at = kiln_infl_window_at(z, len, bit / 8);
+			cr_assert_eq(kiln_infl_window_shape(&win_at, k, kraft3), shape, "level %d bit %llu", level,
+				     (unsigned long long)bit);
+			cr_assert(!shape || ((kiln_infl_window_fields(&win_at) >> k) & 1u),
+				  "level %d bit %llu: a shape the fields test drops", level, (unsigned long long)bit);
 			int full = kiln_infl_block_start(z, len, bit);
 			cr_assert(shape || !full, "level %d bit %llu: a header the cheap test drops", level,
 				  (unsigned long long)bit);
@@ -352,9 +358,11 @@ static gpu_run gpu_like(const uint8_t *in, size_t len, uint64_t total, uint32_t 
 	/* the scan's windows: 96 bits from each offset of a byte (pd_par_scan) */
 	for (size_t byte = 0; byte < len; byte++) {
 		kiln_infl_window w = kiln_infl_window_at(in, len, byte);
+		uint32_t fields = kiln_infl_window_fields(&w);
 		for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++) {
 			uint64_t bit = 8 * (uint64_t)byte + k;
-			if (!kiln_infl_window_shape(&w, k, kraft3) || !kiln_infl_block_start(in, len, bit))
+			if (!((fields >> k) & 1u) || !kiln_infl_window_shape(&w, k, kraft3) ||
+			    !kiln_infl_block_start(in, len, bit))
 				continue;
 			if (nf == found_cap) {
 				found_cap *= 2;
