@@ -1312,14 +1312,13 @@ __global__ void __launch_bounds__(256) pd_par_scan(const pd_file *files, const u
 __global__ void __launch_bounds__(256) pd_par_verify(const pd_file *files, pd_globals *g, const uint64_t *surv,
 						    uint32_t surv_cap)
 {
-	__shared__ uint8_t luts[256][KILN_INFL_CLEN_LUT]; // each thread's code-length table
 	uint32_t n = g->surv < surv_cap ? g->surv : surv_cap;
 	if (blockIdx.x == 0 && threadIdx.x == 0)
 		g->lost = g->surv > surv_cap;
 	for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
 		const pd_file *f = &files[surv[i] >> 40];
 		uint64_t bit = surv[i] & ((1ull << 40) - 1);
-		if (kiln_infl_block_start(f->zlib + 2, (size_t)f->zlib_size - 2, bit, luts[threadIdx.x])) {
+		if (kiln_infl_block_start(f->zlib + 2, (size_t)f->zlib_size - 2, bit)) {
 			uint32_t at = atomicAdd(&f->par_state[0], 1u);
 			if (at + 1 < f->cand_cap)
 				f->cand[at + 1] = bit;

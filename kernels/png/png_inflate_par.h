@@ -216,15 +216,12 @@ KILN_HD int kiln_infl_window_shape(const kiln_infl_window *w, uint32_t k, const 
 
 /* 1 when a dynamic-Huffman block header that kiln_infl_dynamic accepts starts at bit `bit`
  * of in[0, len) (BFINAL either way). Lengths are checked as they are read (a literal code
- * that is over-subscribed halfway is refused at once), without kiln_infl_build's tables:
- * the code-length code goes into lut (KILN_INFL_CLEN_LUT bytes, the caller's: the GPU
- * gives each thread a slice of shared memory, where a table of its own sat in local
- * memory and the test waited on it), an entry per 7 stream bits: the symbol and its
- * length, the symbols and bits kiln_infl_dynamic's table gives. The test reads 200-300
- * lengths at most offsets that pass the header shape (Kodak: incomplete codes fail only
- * at the end), and a look-up a length replaced a canonical decode of up to 7 steps. */
-#define KILN_INFL_CLEN_LUT 128u
-KILN_HD int kiln_infl_block_start(const uint8_t *in, size_t len, uint64_t bit, uint8_t *lut)
+ * that is over-subscribed halfway is refused at once), without building tables: the
+ * code-length code is decoded canonically from its counts per length and its symbols in
+ * code order (35 bytes), the symbols and bits kiln_infl_dynamic's table gives. A
+ * 128-entry table per test (and kiln_infl_build's scratch) sat in the GPU threads' local
+ * memory: the full test of Kodak's candidates waited on it. */
+KILN_HD int kiln_infl_block_start(const uint8_t *in, size_t len, uint64_t bit)
 {
 	if ((bit >> 3) >= len)
 		return 0;
@@ -254,25 +251,15 @@ KILN_HD int kiln_infl_block_start(const uint8_t *in, size_t len, uint64_t bit, u
 	/* zlib wants a complete code-length code (kiln_infl_build then accepts it) */
 	if (kraft != 128 || !kiln_bits_ok(&b))
 		return 0;
-	/* canonical codes (RFC 1951, 3.2.2), each filling the entries whose first l stream
-	 * bits are its code, most significant bit first: 128 entries for a complete code */
-	uint8_t count[8] = {0, 0, 0, 0, 0, 0, 0, 0}, next[8];
+	uint8_t count[8] = {0, 0, 0, 0, 0, 0, 0, 0}, next[8], sorted[19];
 	for (int i = 0; i < 19; i++)
 		count[pre[i]]++;
-	count[0] = 0;
 	next[1] = 0;
 	for (int l = 1; l < 7; l++)
-		next[l + 1] = (uint8_t)((next[l] + count[l]) << 1);
-	for (uint32_t i = 0; i < 19; i++) {
-		uint32_t l = pre[i];
-		if (!l)
-			continue;
-		uint32_t code = next[l]++, rev = 0;
-		for (uint32_t j = 0; j < l; j++)
-			rev |= ((code >> j) & 1u) << (l - 1 - j);
-		for (uint32_t e = rev; e < KILN_INFL_CLEN_LUT; e += 1u << l)
-			lut[e] = (uint8_t)(l << 5 | i);
-	}
+		next[l + 1] = (uint8_t)(next[l] + count[l]);
+	for (int i = 0; i < 19; i++) /* canonical order: by length, then symbol */
+		if (pre[i])
+			sorted[next[pre[i]]++] = (uint8_t)i;
 	/* Kraft sums of the two codes in units of 2^-15, their longest lengths, and code 256. */
 	uint32_t sum[2] = {0, 0}, maxlen[2] = {0, 0}, eob = 0;
 	uint32_t n = 0, total = hlit + hdist, last = 0;
@@ -280,9 +267,21 @@ KILN_HD int kiln_infl_block_start(const uint8_t *in, size_t len, uint64_t bit, u
 		kiln_bits_refill(&b);
 		if (!kiln_bits_ok(&b))
 			return 0;
-		/* (a complete code: every 7 bits start with a code) */
-		uint32_t entry = lut[b.buf & (KILN_INFL_CLEN_LUT - 1u)], sym = entry & 31u;
-		kiln_bits_drop(&b, entry >> 5);
+		/* a code's bits come first bit first: the code value grows a bit at a time, and
+		 * the codes of length l are count[l] values from first (a complete code: always
+		 * found within 7 bits) */
+		uint32_t code = 0, first = 0, index = 0, sym = 0, clen = 0;
+		for (uint32_t l = 1; l <= 7; l++) {
+			code |= (uint32_t)(b.buf >> (l - 1)) & 1u;
+			if (!clen && code < first + count[l]) {
+				sym = sorted[index + code - first];
+				clen = l;
+			}
+			index += count[l];
+			first = (first + count[l]) << 1;
+			code <<= 1;
+		}
+		kiln_bits_drop(&b, clen);
 		uint32_t rep;
 		if (kiln_infl_len_sym_run(sym, &b, n, total, &rep, &last) != KILN_INFL_OK)
 			return 0;

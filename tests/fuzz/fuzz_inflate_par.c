@@ -176,9 +176,8 @@ static par_result kiln_fuzz_par_inflate(const uint8_t *in, size_t len, uint8_t *
 	KILN_FUZZ_PAR_CHECK(cand);
 	uint32_t nc = 0;
 	cand[nc++] = 0;
-	uint8_t lut[KILN_INFL_CLEN_LUT];
 	for (uint64_t bit = 1; bit < 8 * (uint64_t)len; bit++)
-		if (kiln_infl_block_start(in, len, bit, lut))
+		if (kiln_infl_block_start(in, len, bit))
 			cand[nc++] = bit;
 	uint32_t cap = nc + (spacing ? (uint32_t)(8 * (uint64_t)len / spacing) : 0) + 1;
 	cap += cap; /* room for kiln_infl_refine */

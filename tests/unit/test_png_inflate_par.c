@@ -246,7 +246,6 @@ Test(png_inflate_par, header_shape_is_a_necessary_condition)
 	uint8_t *d = make_data(n);
 	kiln_inflate_tables *t = malloc(sizeof *t);
 	uint64_t offsets = 0, shaped = 0, headers = 0;
-	uint8_t lut[KILN_INFL_CLEN_LUT];
 	uint16_t kraft3[512];
 	kiln_infl_kraft3_init(kraft3);
 	for (int level = 1; level <= 9; level += 4) {
@@ -272,7 +271,7 @@ Test(png_inflate_par, header_shape_is_a_necessary_condition)
 				     (unsigned long long)bit);
 			cr_assert(!shape || ((kiln_infl_window_fields(&win_at) >> k) & 1u),
 				  "level %d bit %llu: a shape the fields test drops", level, (unsigned long long)bit);
-			int full = kiln_infl_block_start(z, len, bit, lut);
+			int full = kiln_infl_block_start(z, len, bit);
 			cr_assert(shape || !full, "level %d bit %llu: a header the cheap test drops", level,
 				  (unsigned long long)bit);
 			if (shape) {
@@ -349,7 +348,6 @@ static gpu_run gpu_like(const uint8_t *in, size_t len, uint64_t total, uint32_t 
 	gpu_run g = {0};
 	par_result *r = &g.r;
 	kiln_inflate_tables *t = malloc(sizeof *t);
-	uint8_t lut[KILN_INFL_CLEN_LUT];
 	uint16_t kraft3[512];
 	kiln_infl_kraft3_init(kraft3);
 	size_t found_cap = 1024;
@@ -364,7 +362,7 @@ static gpu_run gpu_like(const uint8_t *in, size_t len, uint64_t total, uint32_t 
 		for (uint32_t k = byte == 0 ? 1 : 0; k < 8; k++) {
 			uint64_t bit = 8 * (uint64_t)byte + k;
 			if (!((fields >> k) & 1u) || !kiln_infl_window_shape(&w, k, kraft3) ||
-			    !kiln_infl_block_start(in, len, bit, lut))
+			    !kiln_infl_block_start(in, len, bit))
 				continue;
 			if (nf == found_cap) {
 				found_cap *= 2;
