@@ -162,12 +162,14 @@ static uint32_t par_spacing(unsigned debug)
 	uint32_t lg = (debug >> 16) & 31u;
 	return lg == 0 ? PAR_SPACING : 1u << lg < PAR_SPACING_MIN ? PAR_SPACING_MIN : 1u << lg;
 }
-// Lanes of a warp that run pieces (each its own, diverging at every other symbol): with
-// pieces of even length, 2 lanes gave 9 % more than 1 and 4 lanes nothing (32 Kodak
-// files, H100: 2.99, 2.75 and 2.74 GB/s). The debug flags' bits 21-22 give log2 of
+// Lanes of a warp that run pieces (each its own, diverging at every other symbol). Alone,
+// one batch of 32 Kodak files ran best with 2 (H100: 2.99 GB/s, 2.75 with 1 and 2.74 with
+// 4; 5,016 MB/s against 4,635 with 4 in session 19); with 3 batches in flight, as texenc
+// keeps them, the passes of the other batches fill the SMs and 4 lanes do more per warp
+// instruction: 8,973 MB/s against 8,415 with 2. The debug flags' bits 21-22 give log2 of
 // another count for A/B runs, at most PAR_LANES_MAX (the tables are sized for it).
-#define PAR_LANES 2u
-#define PAR_LANES_MAX 2u
+#define PAR_LANES 4u
+#define PAR_LANES_MAX 4u
 static uint32_t par_lanes(unsigned debug)
 {
 	uint32_t lg = (debug >> 21) & 3u;
