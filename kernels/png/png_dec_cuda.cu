@@ -100,7 +100,8 @@ struct pd_globals {
 	uint32_t taken[5]; // items taken so far by the pass over each list
 	uint32_t surv;     // offsets that passed the cheap header test (pd_par_scan)
 	uint32_t lost;     // 1 when surv passed its cap (pd_par_verify): candidates were dropped
-	uint32_t pad[51];
+	uint32_t blocks;   // block tables taken from the batch's area (pd_par_blocks)
+	uint32_t pad[50];
 };
 
 // ---- layout of d_temp ------------------------------------------------------------------
@@ -119,10 +120,11 @@ struct layout {
 	size_t infl_ovf;   // INFL_OVF uint32 per slot, INFL_SLOTS slots per SM
 	size_t work;       // a uint64 per entry and list: (file, entry), the passes' items
 	size_t tables;     // kiln_inflate_tables per pool thread of the parallel inflate
+	size_t blocks;     // kiln_infl_block: the header entries' tables (pd_par_blocks)
 	size_t surv;       // uint64 per slot: (file, bit) offsets for the full header test
 	size_t data;       // per file zlib copies, filtered buffers, parallel-inflate state
 	size_t total;
-	uint64_t strips, bands, ents, pool, surv_cap;
+	uint64_t strips, bands, ents, pool, surv_cap, block_cap;
 	uint32_t slot_scale, slot_pad; // the count's slots (png_inflate_par.h), for the batch
 };
 
@@ -178,6 +180,16 @@ static uint32_t par_lanes(unsigned debug)
 static uint32_t par_ent_cap(const kiln_pngdec_info *in)
 {
 	return kiln_infl_ent_cap(in->zlib_size > 2 ? in->zlib_size - 2 : 0, in->filtered_size);
+}
+// Block tables a file adds to the batch's area: zlib ends a block every 16,383 symbols at
+// its default memLevel, at most one a byte of output, so this many hold the blocks of
+// such a stream (Kodak's have 9-43, a 2048x2048 file's ~560) and 2 more; a header entry
+// past the area's end (more, smaller blocks, or false candidates) leaves the build to its
+// pieces. 13.5 KB each: 1 MB for a Kodak file.
+static uint32_t par_block_cap(const kiln_pngdec_info *in)
+{
+	uint64_t cap = in->filtered_size / 16383 + 2;
+	return cap < 0xFFFFFFFFu ? (uint32_t)cap : 0xFFFFFFFFu;
 }
 
 // The parallel inflate's work lists of (file, entry) items, each as long as the entries:
@@ -268,6 +280,7 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 	l->bands = 0;
 	l->ents = 0;
 	l->surv_cap = 0;
+	l->block_cap = 0;
 	uint64_t slot_bytes = 0;
 	for (size_t i = 0; i < count; i++)
 		if (files[i].info.gpu_ok && files[i].info.strips == 1)
@@ -292,6 +305,7 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 		if (in->strips == 1) {
 			l->ents += par_ent_cap(in);
 			l->surv_cap += in->zlib_size / 8 + 64; // Kodak streams: 1 in 1,100 offsets; 2K: 1 in 860
+			l->block_cap += par_block_cap(in);
 			data += par_carve(in, l->slot_scale, l->slot_pad, NULL, NULL);
 		}
 	}
@@ -310,7 +324,8 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 	l->infl_ovf = l->zero_end;
 	l->work = l->infl_ovf + align256((size_t)sm_count() * INFL_SLOTS * INFL_OVF * 4);
 	l->tables = l->work + align256((size_t)l->ents * 8 * PAR_LISTS);
-	l->surv = l->tables + align256((size_t)l->pool * sizeof(kiln_inflate_tables));
+	l->blocks = l->tables + align256((size_t)l->pool * sizeof(kiln_inflate_tables));
+	l->surv = l->blocks + align256((size_t)l->block_cap * sizeof(kiln_infl_block));
 	if (l->surv_cap > 0xFFFFFFFFu)
 		l->surv_cap = 0xFFFFFFFFu;
 	l->data = l->surv + align256((size_t)l->surv_cap * 8);
@@ -1421,7 +1436,8 @@ __device__ const pd_file *par_item(const pd_file *files, uint64_t w, uint32_t *i
 }
 
 __device__ __forceinline__ void par_pass(const pd_file *files, pd_globals *g, const uint64_t *work,
-					 kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
+					 kiln_inflate_tables *tables, const kiln_infl_block *blocks, int pass, int list,
+					 uint32_t lanes)
 {
 	if (threadIdx.x >= lanes)
 		return;
@@ -1435,12 +1451,12 @@ __device__ __forceinline__ void par_pass(const pd_file *files, pd_globals *g, co
 		const uint8_t *in = f->zlib + 2;
 		size_t len = (size_t)f->zlib_size - 2;
 		if (pass == PASS_PROBE)
-			kiln_infl_probe(t, in, len, f->ent, n, i);
+			kiln_infl_probe(t, blocks, in, len, f->ent, n, i);
 		else if (pass == PASS_COUNT)
-			kiln_infl_piece(t, in, len, f->ent, n, i, 0, f->slots + f->ent[i].slot, f->ent[i].slot_cap,
-					KILN_INFL_BASE_UNKNOWN, f->filtered_size, &f->seg[i]);
+			kiln_infl_piece(t, blocks, in, len, f->ent, n, i, 0, f->slots + f->ent[i].slot,
+					f->ent[i].slot_cap, KILN_INFL_BASE_UNKNOWN, f->filtered_size, &f->seg[i]);
 		else
-			kiln_infl_piece(t, in, len, f->ent, n, i, f->skip[i], f->sym + f->seg_base[i], SIZE_MAX,
+			kiln_infl_piece(t, blocks, in, len, f->ent, n, i, f->skip[i], f->sym + f->seg_base[i], SIZE_MAX,
 					f->seg_base[i], f->filtered_size, &f->dec[i]);
 	}
 }
@@ -1449,15 +1465,39 @@ __device__ __forceinline__ void par_pass(const pd_file *files, pd_globals *g, co
 // registers and no spills): a few percent faster with spills of 800 B (H100, 32 Kodak
 // files). Debug flag bit 27 runs the kernel with 128 registers (pd_par_pass_roomy).
 __global__ void __launch_bounds__(32, 32) pd_par_pass(const pd_file *files, pd_globals *g, const uint64_t *work,
-						     kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
+						     kiln_inflate_tables *tables, const kiln_infl_block *blocks,
+						     int pass, int list, uint32_t lanes)
 {
-	par_pass(files, g, work, tables, pass, list, lanes);
+	par_pass(files, g, work, tables, blocks, pass, list, lanes);
 }
 
 __global__ void __launch_bounds__(32) pd_par_pass_roomy(const pd_file *files, pd_globals *g, const uint64_t *work,
-						       kiln_inflate_tables *tables, int pass, int list, uint32_t lanes)
+						       kiln_inflate_tables *tables, const kiln_infl_block *blocks,
+						       int pass, int list, uint32_t lanes)
 {
-	par_pass(files, g, work, tables, pass, list, lanes);
+	par_pass(files, g, work, tables, blocks, pass, list, lanes);
+}
+
+// 2b'. The tables of each header entry's block, built once for the probes and pieces of
+// its mid entries (kiln_infl_block), a thread a header entry, while the batch's area
+// lasts: each of Kodak's ~4,000 entries a batch built its block's tables in the probe and
+// the count pass (about 77K instructions each), most of the probe pass.
+__global__ void __launch_bounds__(256) pd_par_blocks(const pd_file *files, pd_globals *g, const uint64_t *work,
+						    kiln_infl_block *blocks, uint32_t block_cap)
+{
+	uint32_t items = g->items[LIST_PROBE];
+	for (uint32_t it = blockIdx.x * blockDim.x + threadIdx.x; it < items; it += gridDim.x * blockDim.x) {
+		uint32_t i, n;
+		const pd_file *f = par_item(files, work[it], &i, &n);
+		kiln_infl_entry *e = &f->ent[i];
+		if (e->src != i)
+			continue;
+		uint32_t k = atomicAdd(&g->blocks, 1u);
+		if (k >= block_cap)
+			continue;
+		kiln_infl_block_build(&blocks[k], f->zlib + 2, (size_t)f->zlib_size - 2, e->bit);
+		e->block = k;
+	}
 }
 
 // The per-file steps between the passes run a CTA of PF_THREADS per file, each thread a
@@ -2228,6 +2268,7 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 		for (int k = 0; k < PAR_LISTS; k++)
 			list[k] = (uint64_t *)(base + l.work) + k * l.ents;
 		kiln_inflate_tables *tabs = (kiln_inflate_tables *)(base + l.tables);
+		kiln_infl_block *blocks = (kiln_infl_block *)(base + l.blocks);
 		uint32_t lanes = par_lanes(g_debug);
 		uint64_t workers = l.pool < (uint64_t)sm_count() * 32 * lanes ? l.pool : (uint64_t)sm_count() * 32 * lanes;
 		unsigned pool = (unsigned)((workers + lanes - 1) / lanes);
@@ -2240,14 +2281,16 @@ extern "C" kiln_status kiln_pngdec_decode_gpu(const kiln_pngdec_gpu_file *files,
 		unsigned per_file = (c32 + 127) / 128;
 		auto pass_kernel = (g_debug >> 27) & 1u ? pd_par_pass_roomy : pd_par_pass;
 		pd_par_prep<<<per_file, 128, 0, s>>>(d_files, c32, d_status, gl, list[LIST_PROBE]);
-		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_PROBE], tabs, PASS_PROBE, LIST_PROBE, lanes);
+		pd_par_blocks<<<sm_count() * 2, 256, 0, s>>>(d_files, gl, list[LIST_PROBE], blocks,
+							     (uint32_t)(l.block_cap < 0xFFFFFFFFu ? l.block_cap : 0xFFFFFFFFu));
+		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_PROBE], tabs, blocks, PASS_PROBE, LIST_PROBE, lanes);
 		pd_par_refine<<<c32, PF_THREADS, 0, s>>>(d_files, c32, d_status, gl, list[LIST_FRESH]);
-		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_FRESH], tabs, PASS_PROBE, LIST_FRESH, lanes);
+		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_FRESH], tabs, blocks, PASS_PROBE, LIST_FRESH, lanes);
 		pd_par_slots<<<c32, PF_THREADS, 0, s>>>(d_files, c32, d_status, gl, list[LIST_COUNT]);
-		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_COUNT], tabs, PASS_COUNT, LIST_COUNT, lanes);
+		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_COUNT], tabs, blocks, PASS_COUNT, LIST_COUNT, lanes);
 		pd_par_chain<<<c32, PF_THREADS, 0, s>>>(d_files, c32, d_status, gl, list[LIST_REDO], list[LIST_PLACE]);
 		pd_par_place<<<sm_count() * 8, 256, 0, s>>>(d_files, gl, list[LIST_PLACE], list[LIST_REDO]);
-		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_REDO], tabs, PASS_DECODE, LIST_REDO, lanes);
+		pass_kernel<<<pool, 32, 0, s>>>(d_files, gl, list[LIST_REDO], tabs, blocks, PASS_DECODE, LIST_REDO, lanes);
 		pd_par_resolve<<<c32, 1024, 0, s>>>(d_files, d_status);
 	}
 	if (timed)

@@ -101,6 +101,8 @@ typedef struct kiln_infl_entry {
 	uint64_t slot;     /* step 2: where its symbols go in the file's slot area ... */
 	uint32_t slot_cap; /* ... and how many fit (kiln_infl_slots) */
 	uint32_t src;      /* mid entry: the header entry whose tables it decodes with */
+	uint32_t block;    /* header entry: its block's tables in the caller's kiln_infl_block
+			      array, or KILN_INFL_NO_BLOCK (the pieces build them) */
 	uint32_t probes;   /* boundaries recorded (0: none; KILN_INFL_UNPROBED: added by
 			      kiln_infl_refine, not probed yet); a mid entry's are where a
 			      decode may meet it, a header entry's (after its header) only
@@ -466,6 +468,49 @@ KILN_HD int kiln_infl_tables_at(kiln_inflate_tables *t, const uint8_t *in, size_
 	return ok;
 }
 
+/* The tables of a block, built from its header once (kiln_infl_block_build) for every
+ * probe and piece that decodes in it: a GPU batch builds them for its header entries
+ * before the probes, so that the mid entries (most pieces, each of which built the
+ * block's tables in both passes, most of the probes' time) look them up. */
+typedef struct kiln_infl_block {
+	kiln_inflate_tables t;
+	uint64_t data;   /* kiln_infl_tables_at's: where the Huffman data starts ... */
+	uint32_t bfinal; /* ... BFINAL ... */
+	int32_t ok;      /* ... and its verdict */
+} kiln_infl_block;
+
+#define KILN_INFL_NO_BLOCK 0xFFFFFFFFu
+
+KILN_HD void kiln_infl_block_build(kiln_infl_block *k, const uint8_t *in, size_t len, uint64_t bit)
+{
+	k->ok = kiln_infl_tables_at(&k->t, in, len, bit, &k->bfinal, &k->data);
+}
+
+/* The built tables of entry i's block in blocks (NULL: none given), or NULL. */
+KILN_HD const kiln_infl_block *kiln_infl_block_of(const kiln_infl_block *blocks, const kiln_infl_entry *e,
+						 uint32_t i)
+{
+	uint32_t k = e[e[i].src].block;
+	return blocks && k != KILN_INFL_NO_BLOCK ? &blocks[k] : (const kiln_infl_block *)0;
+}
+
+/* The tables a probe or piece of entry i starts with: its block's built ones, else built
+ * into t; kiln_infl_tables_at's verdict, BFINAL and data bit. */
+KILN_HD const kiln_inflate_tables *kiln_infl_first_tables(kiln_inflate_tables *t, const kiln_infl_block *blocks,
+							const uint8_t *in, size_t len, const kiln_infl_entry *e,
+							uint32_t i, int *ok, uint32_t *bfinal, uint64_t *data)
+{
+	const kiln_infl_block *k = kiln_infl_block_of(blocks, e, i);
+	if (!k) {
+		*ok = kiln_infl_tables_at(t, in, len, e[e[i].src].bit, bfinal, data);
+		return t;
+	}
+	*ok = k->ok;
+	*bfinal = k->bfinal;
+	*data = k->data;
+	return &k->t;
+}
+
 /* Step 1: the sorted candidates cand[0, ncand) (cand[0] == 0) and a mid entry every
  * `spacing` bits (0: none) of a stream of len bytes into e[0, cap), in stream order;
  * returns how many. A mid entry at a candidate's bit is left out; so are mid entries in
@@ -479,6 +524,7 @@ KILN_HD uint32_t kiln_infl_entries(const uint64_t *cand, uint32_t ncand, size_t 
 		int take_cand = c < ncand && (spacing == 0 || mid + 8192 >= bits || cand[c] <= mid);
 		kiln_infl_entry *x = &e[n];
 		x->probes = 0;
+		x->block = KILN_INFL_NO_BLOCK;
 		x->off[0] = 0;
 		x->cum[0] = 0;
 		if (take_cand) {
@@ -499,17 +545,20 @@ KILN_HD uint32_t kiln_infl_entries(const uint64_t *cand, uint32_t ncand, size_t 
 /* Step 1 for entry i of e[0, n): its first symbol boundaries (a mid entry's with the
  * tables of its header entry; a header entry's after its header) before the next entry
  * and 64 bits before the input's end, and the output before each; none when the header
- * is no Huffman block's. */
-KILN_HD void kiln_infl_probe(kiln_inflate_tables *t, const uint8_t *in, size_t len, kiln_infl_entry *e,
-			     uint32_t n, uint32_t i)
+ * is no Huffman block's. The block's tables come from blocks (kiln_infl_block_of), else
+ * are built into scratch. */
+KILN_HD void kiln_infl_probe(kiln_inflate_tables *scratch, const kiln_infl_block *blocks, const uint8_t *in,
+			     size_t len, kiln_infl_entry *e, uint32_t n, uint32_t i)
 {
 	kiln_infl_entry *m = &e[i];
 	uint32_t bfinal;
 	uint64_t data;
+	int ok;
 	m->probes = 0;
 	m->off[0] = 0; /* where a count from the entry starts, probed or not */
 	m->cum[0] = 0;
-	if (!kiln_infl_tables_at(t, in, len, e[m->src].bit, &bfinal, &data) || (m->src != i && m->bit < data))
+	const kiln_inflate_tables *t = kiln_infl_first_tables(scratch, blocks, in, len, e, i, &ok, &bfinal, &data);
+	if (!ok || (m->src != i && m->bit < data))
 		return; /* no Huffman block, or a mid entry inside its header: no decode meets it */
 	kiln_bits b;
 	kiln_bits_init_at(&b, in, len, m->src == i ? data : m->bit);
@@ -584,10 +633,12 @@ KILN_HD uint32_t kiln_infl_refs(const kiln_infl_entry *e, uint32_t i)
  * error. total is the stream's output limit (the filtered bytes); base the piece's output
  * offset, or KILN_INFL_BASE_UNKNOWN (step 2: the limit is then total + KILN_INFL_SLACK,
  * and a mid entry's symbols go to its slot with references for its first ones,
- * kiln_infl_unslot). Per block, what kiln_inflate_raw does. */
-KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t len, const kiln_infl_entry *e,
-			     uint32_t n, uint32_t i, uint32_t skip, uint16_t *out, size_t wcap, uint64_t base,
-			     uint64_t total, kiln_infl_seg *r)
+ * kiln_infl_unslot). Per block, what kiln_inflate_raw does. A mid entry's first block
+ * decodes with its tables from blocks (kiln_infl_block_of) where they are built; every
+ * other block's tables are built into t. */
+KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const kiln_infl_block *blocks, const uint8_t *in, size_t len,
+			     const kiln_infl_entry *e, uint32_t n, uint32_t i, uint32_t skip, uint16_t *out, size_t wcap,
+			     uint64_t base, uint64_t total, kiln_infl_seg *r)
 {
 	const kiln_infl_entry *me = &e[i];
 	const int from_mid = me->src != i; /* the entry is a mid entry */
@@ -606,7 +657,11 @@ KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t l
 	r->stop = KILN_INFL_NO_STOP;
 	r->probe = 0;
 	uint64_t data;
-	if (inside && !kiln_infl_tables_at(t, in, len, hdr, &bfinal, &data)) {
+	int ok = 1;
+	const kiln_inflate_tables *cur = t; /* the current block's tables: its built ones, or t */
+	if (inside)
+		cur = kiln_infl_first_tables(t, blocks, in, len, e, i, &ok, &bfinal, &data);
+	if (!ok) {
 		rc = KILN_INFL_ERR_DATA; /* a mid entry after a stored block's header: no decode meets it */
 		kiln_bits_init_at(&b, in, len, me->bit);
 		goto done;
@@ -619,6 +674,7 @@ KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t l
 			if (from_mid && roam_end == UINT64_MAX)
 				roam_end = hdr + KILN_INFL_ROAM; /* no entry here (else the piece had stopped) */
 			rc = kiln_infl_block_header(t, &b, &bfinal, &btype, &stored);
+			cur = t;
 			if (rc == KILN_INFL_ERR_DATA && known + o >= total && total > 0)
 				rc = KILN_INFL_OUTPUT_FULL; /* a bad block after the image, as kiln_inflate_raw */
 			if (rc != KILN_INFL_OK)
@@ -645,7 +701,7 @@ KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const uint8_t *in, size_t l
 				r->probe = p;
 				goto done;
 			}
-			rc = kiln_infl_huffman16(t, &b, &sink, &o, cap, base, lim < roam_end ? lim : roam_end);
+			rc = kiln_infl_huffman16(cur, &b, &sink, &o, cap, base, lim < roam_end ? lim : roam_end);
 			if (rc != KILN_INFL_PAUSE)
 				break;
 		}
@@ -772,6 +828,7 @@ KILN_HD void kiln_infl_refine_move(const kiln_infl_entry *e, uint32_t n, uint32_
 		x->bit = e[i].bit + (next - e[i].bit) * j / (add + 1);
 		x->src = m->src;
 		x->probes = KILN_INFL_UNPROBED;
+		x->block = KILN_INFL_NO_BLOCK;
 		x->off[0] = 0;
 		x->cum[0] = 0;
 	}

@@ -38,14 +38,14 @@ typedef struct par_result {
  * is the count's less the symbols before the probe), else decoded again from the probe;
  * into sym + base. Returns 1 when placed. Placed, the same symbols as that decode:
  * checked. */
-static int kiln_fuzz_par_place(kiln_inflate_tables *t, const uint8_t *in, size_t len, const kiln_infl_entry *e,
-			       uint32_t n, const kiln_infl_seg *seg, const uint16_t *slot, uint32_t c, uint32_t s,
+static int kiln_fuzz_par_place(kiln_inflate_tables *t, const kiln_infl_block *blocks, const uint8_t *in,
+			       size_t len, const kiln_infl_entry *e, uint32_t n, const kiln_infl_seg *seg, const uint16_t *slot, uint32_t c, uint32_t s,
 			       uint64_t base, uint64_t total, uint16_t *sym, kiln_infl_seg *dec)
 {
 	uint32_t before = kiln_infl_before(e, c, s);
 	KILN_FUZZ_PAR_CHECK(seg[c].out_len >= before);
 	kiln_infl_seg again;
-	kiln_infl_piece(t, in, len, e, n, c, s, sym + base, SIZE_MAX, base, total, &again);
+	kiln_infl_piece(t, blocks, in, len, e, n, c, s, sym + base, SIZE_MAX, base, total, &again);
 	/* the same hand-over and length as counted, unless the limit cut it short */
 	if (again.rc == KILN_INFL_OK) {
 		KILN_FUZZ_PAR_CHECK(again.stop == seg[c].stop && again.probe == seg[c].probe);
@@ -95,8 +95,19 @@ static par_result kiln_fuzz_par_steps(const uint8_t *in, size_t len, uint8_t *ou
 	KILN_FUZZ_PAR_CHECK(n >= nc && n <= cap && e[0].bit == 0 && e[0].src == 0);
 	for (uint32_t i = 1; i < n; i++)
 		KILN_FUZZ_PAR_CHECK(e[i].bit > e[i - 1].bit && e[i].src <= i);
+	/* the tables of every other header entry's block built once, as a GPU batch builds
+	 * them while its pool lasts (pd_par_blocks; the pieces of the others build their own):
+	 * both ways run */
+	kiln_infl_block *blocks = malloc(sizeof *blocks * n);
+	KILN_FUZZ_PAR_CHECK(blocks);
+	uint32_t headers = 0, nb = 0;
 	for (uint32_t i = 0; i < n; i++)
-		kiln_infl_probe(t, in, len, e, n, i);
+		if (e[i].src == i && (headers++ & 1u) == 0) {
+			kiln_infl_block_build(&blocks[nb], in, len, e[i].bit);
+			e[i].block = nb++;
+		}
+	for (uint32_t i = 0; i < n; i++)
+		kiln_infl_probe(t, blocks, in, len, e, n, i);
 	uint32_t *skip = calloc(cap, sizeof *skip);
 	KILN_FUZZ_PAR_CHECK(skip);
 	uint32_t before_refine = n;
@@ -109,7 +120,7 @@ static par_result kiln_fuzz_par_steps(const uint8_t *in, size_t len, uint8_t *ou
 		KILN_FUZZ_PAR_CHECK(i == 0 || (e[i].bit > e[i - 1].bit && e[i].src <= i));
 		KILN_FUZZ_PAR_CHECK(e[e[i].src].src == e[i].src); /* a header entry */
 		if (e[i].probes == KILN_INFL_UNPROBED)
-			kiln_infl_probe(t, in, len, e, n, i);
+			kiln_infl_probe(t, blocks, in, len, e, n, i);
 	}
 	r.refined = n - before_refine;
 	kiln_infl_seg *seg = calloc(n, sizeof *seg), *dec = calloc(n, sizeof *dec);
@@ -123,14 +134,14 @@ static par_result kiln_fuzz_par_steps(const uint8_t *in, size_t len, uint8_t *ou
 	for (uint32_t i = 0; i < n; i++) {
 		KILN_FUZZ_PAR_CHECK(e[i].slot + e[i].slot_cap <= area_len);
 		KILN_FUZZ_PAR_CHECK(i == 0 || e[i].slot == e[i - 1].slot + e[i - 1].slot_cap);
-		kiln_infl_piece(t, in, len, e, n, i, 0, area + e[i].slot, e[i].slot_cap, KILN_INFL_BASE_UNKNOWN, total,
-				&seg[i]);
+		kiln_infl_piece(t, blocks, in, len, e, n, i, 0, area + e[i].slot, e[i].slot_cap, KILN_INFL_BASE_UNKNOWN,
+				total, &seg[i]);
 	}
 	uint32_t k = kiln_infl_chain(seg, e, n, total, order, base, skip);
 	for (uint32_t i = 0; i < k; i++) {
 		uint32_t c = order[i];
-		r.placed += kiln_fuzz_par_place(t, in, len, e, n, seg, area + e[c].slot, c, skip[c], base[c], total, sym,
-						&dec[c]);
+		r.placed += kiln_fuzz_par_place(t, blocks, in, len, e, n, seg, area + e[c].slot, c, skip[c], base[c],
+						total, sym, &dec[c]);
 		if (dec[c].out_len > r.longest)
 			r.longest = dec[c].out_len;
 	}
@@ -156,6 +167,7 @@ static par_result kiln_fuzz_par_steps(const uint8_t *in, size_t len, uint8_t *ou
 	r.entries = n;
 	r.segments = k;
 	free(t);
+	free(blocks);
 	free(e);
 	free(refined);
 	free(seg);
