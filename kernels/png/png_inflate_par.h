@@ -294,13 +294,52 @@ typedef struct kiln_infl_sink {
 	uint32_t refs;
 } kiln_infl_sink;
 
-/* The symbol dist back from out[s]: a marker when that is before the piece, a reference
- * when it is one of the first `refs` (a match copies markers and references as they are). */
-KILN_HD uint16_t kiln_infl_back16(const uint16_t *out, size_t s, uint32_t dist, uint32_t refs)
+/* Symbols [o, o + w) of a match of distance dist into out (w > 0). A symbol whose source
+ * lies before the piece is a marker, KILN_INFL_MARK(KILN_INFL_WINDOW - (dist - s)), and
+ * one whose source is among the first `refs` a reference, KILN_INFL_REF(s - dist): both
+ * are KILN_INFL_REF0 + s - dist, and both are the symbols with s < dist + refs, which come
+ * first in the match. So the match is a run of such names followed by a copy, instead of
+ * two tests per symbol (they cost a match symbol about 10 instructions of the count
+ * pass). Where dist >= w the copy reads only symbols written before the match: its
+ * loads go four at a time ahead of their stores, one memory round trip per four symbols
+ * instead of one per symbol (libpng's Kodak matches are 4.6 symbols long on average, 99 %
+ * of them shorter than their distance); a copy of an overlapping match goes symbol by
+ * symbol, as it must. */
+KILN_HD void kiln_infl_copy16(uint16_t *out, size_t o, uint32_t w, uint32_t dist, uint32_t refs)
 {
-	if (s < dist)
-		return KILN_INFL_MARK(KILN_INFL_WINDOW - (dist - s));
-	return s - dist < refs ? KILN_INFL_REF(s - dist) : out[s - dist];
+	/* counts of at most 258 in 32 bits (the GPU does 64-bit arithmetic in two instructions)
+	 * and pointers that step (x86 widens a 32-bit index at every use) */
+	size_t named = (size_t)dist + refs;
+	uint32_t a = o >= named ? 0u : named - o < w ? (uint32_t)(named - o) : w;
+	uint16_t *d = out + o;
+	uint32_t v = KILN_INFL_REF0 + (uint32_t)o - dist; /* the first name, mod 2^32 */
+	for (uint32_t i = 0; i < a; i++)
+		*d++ = (uint16_t)v++;
+	if (a == w)
+		return;
+	const uint16_t *s = out + (o + a - dist); /* o + a >= dist + refs: inside out */
+	uint32_t r = w - a;
+	if (dist < w) {
+		do
+			*d++ = *s++;
+		while (--r);
+		return;
+	}
+	for (;;) {
+		uint16_t x0 = s[0], x1 = r > 1 ? s[1] : 0, x2 = r > 2 ? s[2] : 0, x3 = r > 3 ? s[3] : 0;
+		d[0] = x0;
+		if (r > 1)
+			d[1] = x1;
+		if (r > 2)
+			d[2] = x2;
+		if (r > 3)
+			d[3] = x3;
+		if (r <= 4)
+			return;
+		r -= 4;
+		d += 4;
+		s += 4;
+	}
 }
 
 /* The Huffman data of one block into the sink k from *opos, with at most cap symbols in
@@ -376,11 +415,9 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 			break;
 		}
 		size_t n = len < cap - o ? len : cap - o;
-		if (out) {
-			size_t w = o >= wcap ? 0 : n < wcap - o ? n : wcap - o;
-			for (size_t i = 0; i < w; i++)
-				out[o + i] = kiln_infl_back16(out, o + i, dist, k->refs);
-		}
+		size_t w = !out || o >= wcap ? 0 : n < wcap - o ? n : wcap - o;
+		if (w)
+			kiln_infl_copy16(out, o, (uint32_t)w, dist, k->refs);
 		o += n;
 		if (n < len) {
 			rc = KILN_INFL_OUTPUT_FULL;
