@@ -342,58 +342,99 @@ KILN_HD void kiln_infl_copy16(uint16_t *out, size_t o, uint32_t w, uint32_t dist
 	}
 }
 
+/* The reader's bit count at or below which its position is at or past stream bit lim
+ * (kiln_bits_position(b) >= lim <=> b->count <= it; -1: not before the next refill). The
+ * position moves only with the count between refills, so the test before each symbol is one
+ * compare of the count instead of a 64-bit position (4 more dependent instructions a symbol
+ * on the GPU, after the count the symbol's code length gives). */
+KILN_HD int32_t kiln_infl_stop_count(const kiln_bits *b, uint64_t lim)
+{
+	uint64_t top = 8 * (uint64_t)(b->pos + b->overrun);
+	return lim > top ? -1 : top - lim < 64 ? (int32_t)(top - lim) : 64;
+}
+
+/* The count at or below which the top of kiln_infl_huffman16's loop has more to do than a
+ * lookup: a refill (below 48), the limit (stop), the truncation test (overrun past 8). */
+KILN_HD int32_t kiln_infl_top_count(const kiln_bits *b, int32_t stop)
+{
+	return b->overrun > 8 ? 64 : stop > 47 ? stop : 47;
+}
+
 /* The Huffman data of one block into the sink k from *opos, with at most cap symbols in
  * all, as 16-bit symbols, up to the end-of-block code, an error, or the first symbol boundary at or past
  * stream bit `lim` (KILN_INFL_PAUSE; called again, it goes on). base is the piece's output
  * offset in the stream (KILN_INFL_BASE_UNKNOWN while counting): a match that reaches
  * before the stream's start is then KILN_INFL_ERR_DISTANCE, as kiln_infl_huffman says;
  * one that reaches before the piece copies markers. The loop is kiln_infl_huffman's, for
- * 16-bit symbols. */
+ * 16-bit symbols, with its refills where that one has them (the bits consumed past the
+ * input's end depend on them) and its tests in its order; the tests that repeat at every
+ * symbol are cut to one compare each: the top's three (refill, truncation, limit) to one of
+ * the count (kiln_infl_top_count), a literal's three (cap, out, wcap) to one of o (below
+ * `fast` all of them pass). */
 KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, const kiln_infl_sink *k,
 				size_t *opos, size_t cap, uint64_t base, uint64_t lim)
 {
 	uint16_t *out = k->out;
 	size_t o = *opos, wcap = k->wcap;
+	size_t fast = !out ? 0 : cap < wcap ? cap : wcap;
+	int32_t stop = kiln_infl_stop_count(b, lim), top = kiln_infl_top_count(b, stop);
 	int rc = KILN_INFL_OK;
 	for (;;) {
-		if (b->count < 48)
-			kiln_bits_refill(b);
-		if (b->overrun > 8) {
-			rc = KILN_INFL_ERR_TRUNCATED;
-			break;
-		}
-		if (kiln_bits_position(b) >= lim) {
-			rc = KILN_INFL_PAUSE;
-			break;
+		if ((int32_t)b->count <= top) {
+			if (b->count < 48) {
+				kiln_bits_refill(b);
+				stop = kiln_infl_stop_count(b, lim);
+			}
+			if (b->overrun > 8) {
+				rc = KILN_INFL_ERR_TRUNCATED;
+				break;
+			}
+			if ((int32_t)b->count <= stop) {
+				rc = KILN_INFL_PAUSE;
+				break;
+			}
+			top = kiln_infl_top_count(b, stop);
 		}
 		uint32_t e = kiln_infl_lookup(t->lit, KILN_INFL_LIT_BITS, b);
 		uint32_t kind = KILN_INFL_KIND(e);
 		if (kind == KILN_INFL_LIT) {
-			if (o >= cap) {
-				rc = KILN_INFL_OUTPUT_FULL;
-				break;
-			}
-			if (out && o < wcap)
+			if (o < fast) {
 				out[o] = (uint16_t)(e >> 16);
-			o++;
-			if (kiln_bits_position(b) >= lim) {
-				rc = KILN_INFL_PAUSE;
-				break;
-			}
-			e = kiln_infl_lookup(t->lit, KILN_INFL_LIT_BITS, b);
-			kind = KILN_INFL_KIND(e);
-			if (kind == KILN_INFL_LIT) {
+			} else {
 				if (o >= cap) {
 					rc = KILN_INFL_OUTPUT_FULL;
 					break;
 				}
 				if (out && o < wcap)
 					out[o] = (uint16_t)(e >> 16);
+			}
+			o++;
+			if ((int32_t)b->count <= stop) {
+				rc = KILN_INFL_PAUSE;
+				break;
+			}
+			/* a second literal without a refill: 48 - 15 bits remain */
+			e = kiln_infl_lookup(t->lit, KILN_INFL_LIT_BITS, b);
+			kind = KILN_INFL_KIND(e);
+			if (kind == KILN_INFL_LIT) {
+				if (o < fast) {
+					out[o] = (uint16_t)(e >> 16);
+				} else {
+					if (o >= cap) {
+						rc = KILN_INFL_OUTPUT_FULL;
+						break;
+					}
+					if (out && o < wcap)
+						out[o] = (uint16_t)(e >> 16);
+				}
 				o++;
 				continue;
 			}
-			if (b->count < 48)
+			if (b->count < 48) {
 				kiln_bits_refill(b);
+				stop = kiln_infl_stop_count(b, lim);
+				top = kiln_infl_top_count(b, stop);
+			}
 		}
 		if (kind == KILN_INFL_EOB)
 			break;
@@ -414,8 +455,11 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 			rc = KILN_INFL_ERR_DISTANCE;
 			break;
 		}
-		size_t n = len < cap - o ? len : cap - o;
-		size_t w = !out || o >= wcap ? 0 : n < wcap - o ? n : wcap - o;
+		size_t n = len, w = len;
+		if (o + len > fast) { /* the match meets cap or wcap, or nothing is written */
+			n = len < cap - o ? len : cap - o;
+			w = !out || o >= wcap ? 0 : n < wcap - o ? n : wcap - o;
+		}
 		if (w)
 			kiln_infl_copy16(out, o, (uint32_t)w, dist, k->refs);
 		o += n;
