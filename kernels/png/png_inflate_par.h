@@ -342,6 +342,37 @@ KILN_HD void kiln_infl_copy16(uint16_t *out, size_t o, uint32_t w, uint32_t dist
 	}
 }
 
+/* The end of a lookup of the literal/length table whose root entry e (at the reader's
+ * bits) is no literal of up to 10 bits: the second level of a longer code, then the code's
+ * bits consumed, as kiln_infl_lookup. */
+KILN_HD uint32_t kiln_infl_lookup16_rest(const uint32_t *table, kiln_bits *b, uint32_t e)
+{
+	if (KILN_INFL_KIND(e) == KILN_INFL_LINK) {
+		uint32_t sb = (e >> 12) & 15u;
+		e = table[(e >> 16) + ((uint32_t)(b->buf >> KILN_INFL_LIT_BITS) & ((1u << sb) - 1))];
+		kiln_bits_drop(b, KILN_INFL_LIT_BITS);
+	}
+	kiln_bits_drop(b, e & 0xFFu);
+	return e;
+}
+
+/* One literal v at *o into out, with kiln_infl_huffman16's tests: none while *room lasts
+ * (symbols below cap and wcap, with out), else cap (0: the output is full), out and wcap. */
+KILN_HD int kiln_infl_put16(uint16_t *out, size_t *o, uint32_t *room, size_t cap, size_t wcap, uint32_t v)
+{
+	if (*room) {
+		(*room)--;
+		out[*o] = (uint16_t)v;
+	} else {
+		if (*o >= cap)
+			return 0;
+		if (out && *o < wcap)
+			out[*o] = (uint16_t)v;
+	}
+	(*o)++;
+	return 1;
+}
+
 /* The reader's bit count at or below which its position is at or past stream bit lim
  * (kiln_bits_position(b) >= lim <=> b->count <= it; -1: not before the next refill). The
  * position moves only with the count between refills, so the test before each symbol is one
@@ -369,14 +400,18 @@ KILN_HD int32_t kiln_infl_top_count(const kiln_bits *b, int32_t stop)
  * 16-bit symbols, with its refills where that one has them (the bits consumed past the
  * input's end depend on them) and its tests in its order; the tests that repeat at every
  * symbol are cut to one compare each: the top's three (refill, truncation, limit) to one of
- * the count (kiln_infl_top_count), a literal's three (cap, out, wcap) to one of o (below
- * `fast` all of them pass). */
+ * the count (kiln_infl_top_count), a literal's three (cap, out, wcap) to one of `room`
+ * (kiln_infl_put16). */
 KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, const kiln_infl_sink *k,
 				size_t *opos, size_t cap, uint64_t base, uint64_t lim)
 {
 	uint16_t *out = k->out;
 	size_t o = *opos, wcap = k->wcap;
 	size_t fast = !out ? 0 : cap < wcap ? cap : wcap;
+	/* symbols that fit under cap and wcap (with out) from o, a 32-bit count the loop carries:
+	 * held as a 64-bit bound, the GPU recomputed it from cap and wcap at every step (8
+	 * instructions: its registers were short) */
+	uint32_t room = o >= fast ? 0u : fast - o < 0xFFFFFFFFu ? (uint32_t)(fast - o) : 0xFFFFFFFFu;
 	int32_t stop = kiln_infl_stop_count(b, lim), top = kiln_infl_top_count(b, stop);
 	int rc = KILN_INFL_OK;
 	for (;;) {
@@ -395,47 +430,47 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 			}
 			top = kiln_infl_top_count(b, stop);
 		}
-		uint32_t e = kiln_infl_lookup(t->lit, KILN_INFL_LIT_BITS, b);
-		uint32_t kind = KILN_INFL_KIND(e);
-		if (kind == KILN_INFL_LIT) {
-			if (o < fast) {
-				out[o] = (uint16_t)(e >> 16);
-			} else {
-				if (o >= cap) {
-					rc = KILN_INFL_OUTPUT_FULL;
-					break;
+		/* A step: a literal and a second symbol without a refill (48 - 15 bits remain), or
+		 * another symbol. A literal of up to 10 bits, most symbols, takes only the root
+		 * table's test: nvcc predicated the second level's 11 instructions (a load among
+		 * them) into the path of every step's first symbol. */
+		uint32_t e = t->lit[b->buf & ((1u << KILN_INFL_LIT_BITS) - 1)];
+		if (KILN_INFL_KIND(e) == KILN_INFL_LIT) {
+			kiln_bits_drop(b, e & 0xFFu);
+		} else {
+			e = kiln_infl_lookup16_rest(t->lit, b, e);
+			if (KILN_INFL_KIND(e) != KILN_INFL_LIT)
+				goto other;
+		}
+		if (!kiln_infl_put16(out, &o, &room, cap, wcap, e >> 16)) {
+			rc = KILN_INFL_OUTPUT_FULL;
+			break;
+		}
+		if ((int32_t)b->count <= stop) {
+			rc = KILN_INFL_PAUSE;
+			break;
+		}
+		e = t->lit[b->buf & ((1u << KILN_INFL_LIT_BITS) - 1)];
+		if (KILN_INFL_KIND(e) == KILN_INFL_LIT) {
+			kiln_bits_drop(b, e & 0xFFu);
+		} else {
+			e = kiln_infl_lookup16_rest(t->lit, b, e);
+			if (KILN_INFL_KIND(e) != KILN_INFL_LIT) {
+				if (b->count < 48) {
+					kiln_bits_refill(b);
+					stop = kiln_infl_stop_count(b, lim);
+					top = kiln_infl_top_count(b, stop);
 				}
-				if (out && o < wcap)
-					out[o] = (uint16_t)(e >> 16);
-			}
-			o++;
-			if ((int32_t)b->count <= stop) {
-				rc = KILN_INFL_PAUSE;
-				break;
-			}
-			/* a second literal without a refill: 48 - 15 bits remain */
-			e = kiln_infl_lookup(t->lit, KILN_INFL_LIT_BITS, b);
-			kind = KILN_INFL_KIND(e);
-			if (kind == KILN_INFL_LIT) {
-				if (o < fast) {
-					out[o] = (uint16_t)(e >> 16);
-				} else {
-					if (o >= cap) {
-						rc = KILN_INFL_OUTPUT_FULL;
-						break;
-					}
-					if (out && o < wcap)
-						out[o] = (uint16_t)(e >> 16);
-				}
-				o++;
-				continue;
-			}
-			if (b->count < 48) {
-				kiln_bits_refill(b);
-				stop = kiln_infl_stop_count(b, lim);
-				top = kiln_infl_top_count(b, stop);
+				goto other;
 			}
 		}
+		if (!kiln_infl_put16(out, &o, &room, cap, wcap, e >> 16)) {
+			rc = KILN_INFL_OUTPUT_FULL;
+			break;
+		}
+		continue;
+	other:;
+		uint32_t kind = KILN_INFL_KIND(e);
 		if (kind == KILN_INFL_EOB)
 			break;
 		if (o >= cap) {
@@ -456,7 +491,10 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 			break;
 		}
 		size_t n = len, w = len;
-		if (o + len > fast) { /* the match meets cap or wcap, or nothing is written */
+		if (len <= room) {
+			room -= len;
+		} else { /* the match meets cap or wcap, or nothing is written */
+			room = 0;
 			n = len < cap - o ? len : cap - o;
 			w = !out || o >= wcap ? 0 : n < wcap - o ? n : wcap - o;
 		}
