@@ -356,6 +356,33 @@ KILN_HD uint32_t kiln_infl_lookup16_rest(const uint32_t *table, kiln_bits *b, ui
 	return e;
 }
 
+/* kiln_infl_len_dist for kiln_infl_huffman16, a distance code of up to 8 bits (most of
+ * them) taken apart first, as the literals are: the second level's instructions stay out of
+ * the path of those matches. */
+KILN_HD int kiln_infl_len_dist16(const kiln_inflate_tables *t, kiln_bits *b, uint32_t e, uint32_t *len, uint32_t *dist)
+{
+	uint32_t extra = (e >> 12) & 15u;
+	*len = (e >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
+	kiln_bits_drop(b, extra);
+	uint32_t d = t->dist[b->buf & ((1u << KILN_INFL_DIST_BITS) - 1)];
+	if (KILN_INFL_KIND(d) != KILN_INFL_LEN) {
+		if (KILN_INFL_KIND(d) == KILN_INFL_LINK) {
+			uint32_t sb = (d >> 12) & 15u;
+			d = t->dist[(d >> 16) + ((uint32_t)(b->buf >> KILN_INFL_DIST_BITS) & ((1u << sb) - 1))];
+			kiln_bits_drop(b, KILN_INFL_DIST_BITS);
+		}
+		if (KILN_INFL_KIND(d) != KILN_INFL_LEN) {
+			kiln_bits_drop(b, d & 0xFFu);
+			return 0;
+		}
+	}
+	kiln_bits_drop(b, d & 0xFFu);
+	extra = (d >> 12) & 15u;
+	*dist = (d >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
+	kiln_bits_drop(b, extra);
+	return 1;
+}
+
 /* One literal v at *o into out, with kiln_infl_huffman16's tests: none while *room lasts
  * (symbols below cap and wcap, with out), else cap (0: the output is full), out and wcap. */
 KILN_HD int kiln_infl_put16(uint16_t *out, size_t *o, uint32_t *room, size_t cap, size_t wcap, uint32_t v)
@@ -482,7 +509,7 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 			break;
 		}
 		uint32_t len, dist;
-		if (!kiln_infl_len_dist(t, b, e, &len, &dist)) {
+		if (!kiln_infl_len_dist16(t, b, e, &len, &dist)) {
 			rc = KILN_INFL_ERR_DATA;
 			break;
 		}
