@@ -401,14 +401,18 @@ KILN_HD int kiln_infl_put16(uint16_t *out, size_t *o, uint32_t *room, size_t cap
 }
 
 /* The reader's bit count at or below which its position is at or past stream bit lim
- * (kiln_bits_position(b) >= lim <=> b->count <= it; -1: not before the next refill). The
- * position moves only with the count between refills, so the test before each symbol is one
- * compare of the count instead of a 64-bit position (4 more dependent instructions a symbol
- * on the GPU, after the count the symbol's code length gives). */
+ * (kiln_bits_position(b) >= lim <=> b->count <= it), at least -KILN_INFL_STOP_FAR (lim
+ * further away) and at most 64 (lim passed). The position moves only with the count between
+ * refills, so the test before each symbol is one compare of the count instead of a 64-bit
+ * position (4 more dependent instructions a symbol on the GPU, after the count the symbol's
+ * code length gives). */
+#define KILN_INFL_STOP_FAR 0x40000000
 KILN_HD int32_t kiln_infl_stop_count(const kiln_bits *b, uint64_t lim)
 {
 	uint64_t top = 8 * (uint64_t)(b->pos + b->overrun);
-	return lim > top ? -1 : top - lim < 64 ? (int32_t)(top - lim) : 64;
+	if (lim > top)
+		return lim - top < KILN_INFL_STOP_FAR ? -(int32_t)(lim - top) : -KILN_INFL_STOP_FAR;
+	return top - lim < 64 ? (int32_t)(top - lim) : 64;
 }
 
 /* The count at or below which the top of kiln_infl_huffman16's loop has more to do than a
@@ -416,6 +420,22 @@ KILN_HD int32_t kiln_infl_stop_count(const kiln_bits *b, uint64_t lim)
 KILN_HD int32_t kiln_infl_top_count(const kiln_bits *b, int32_t stop)
 {
 	return b->overrun > 8 ? 64 : stop > 47 ? stop : 47;
+}
+
+/* A refill of kiln_infl_huffman16, its thresholds moved along. The bits loaded end at the
+ * position plus the count, before a refill and after, so the stop count (kiln_infl_stop_count)
+ * moves by the count's change: no 64-bit arithmetic at every refill (every step or two),
+ * except while lim is more than KILN_INFL_STOP_FAR bits away. A stop count of 64 is one the
+ * loop pauses at before it refills again. */
+KILN_HD void kiln_infl_refill16(kiln_bits *b, uint64_t lim, int32_t *stop, int32_t *top)
+{
+	uint32_t before = b->count;
+	kiln_bits_refill(b);
+	if (*stop > -KILN_INFL_STOP_FAR)
+		*stop += (int32_t)(b->count - before);
+	else
+		*stop = kiln_infl_stop_count(b, lim);
+	*top = kiln_infl_top_count(b, *stop);
 }
 
 /* The Huffman data of one block into the sink k from *opos, with at most cap symbols in
@@ -443,10 +463,8 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 	int rc = KILN_INFL_OK;
 	for (;;) {
 		if ((int32_t)b->count <= top) {
-			if (b->count < 48) {
-				kiln_bits_refill(b);
-				stop = kiln_infl_stop_count(b, lim);
-			}
+			if (b->count < 48)
+				kiln_infl_refill16(b, lim, &stop, &top);
 			if (b->overrun > 8) {
 				rc = KILN_INFL_ERR_TRUNCATED;
 				break;
@@ -455,7 +473,8 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 				rc = KILN_INFL_PAUSE;
 				break;
 			}
-			top = kiln_infl_top_count(b, stop);
+			/* here only after a refill (else the count was at most the stop count, or
+			 * the overrun past 8), which moved top */
 		}
 		/* A step: a literal and a second symbol without a refill (48 - 15 bits remain), or
 		 * another symbol. A literal of up to 10 bits, most symbols, takes only the root
@@ -483,11 +502,8 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 		} else {
 			e = kiln_infl_lookup16_rest(t->lit, b, e);
 			if (KILN_INFL_KIND(e) != KILN_INFL_LIT) {
-				if (b->count < 48) {
-					kiln_bits_refill(b);
-					stop = kiln_infl_stop_count(b, lim);
-					top = kiln_infl_top_count(b, stop);
-				}
+				if (b->count < 48)
+					kiln_infl_refill16(b, lim, &stop, &top);
 				goto other;
 			}
 		}
