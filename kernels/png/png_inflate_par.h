@@ -513,16 +513,19 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 		}
 		continue;
 	other:;
+		/* a length code with room (so o < cap) passes the three tests at once */
 		uint32_t kind = KILN_INFL_KIND(e);
-		if (kind == KILN_INFL_EOB)
-			break;
-		if (o >= cap) {
-			rc = KILN_INFL_OUTPUT_FULL;
-			break;
-		}
-		if (kind != KILN_INFL_LEN) {
-			rc = KILN_INFL_ERR_DATA;
-			break;
+		if (kind != KILN_INFL_LEN || !room) {
+			if (kind == KILN_INFL_EOB)
+				break;
+			if (o >= cap) {
+				rc = KILN_INFL_OUTPUT_FULL;
+				break;
+			}
+			if (kind != KILN_INFL_LEN) {
+				rc = KILN_INFL_ERR_DATA;
+				break;
+			}
 		}
 		uint32_t len, dist;
 		if (!kiln_infl_len_dist16(t, b, e, &len, &dist)) {
@@ -533,14 +536,16 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 			rc = KILN_INFL_ERR_DISTANCE;
 			break;
 		}
-		size_t n = len, w = len;
 		if (len <= room) {
 			room -= len;
-		} else { /* the match meets cap or wcap, or nothing is written */
-			room = 0;
-			n = len < cap - o ? len : cap - o;
-			w = !out || o >= wcap ? 0 : n < wcap - o ? n : wcap - o;
+			kiln_infl_copy16(out, o, len, dist, k->refs);
+			o += len;
+			continue;
 		}
+		/* the match meets cap or wcap, or nothing is written */
+		room = 0;
+		size_t n = len < cap - o ? len : cap - o;
+		size_t w = !out || o >= wcap ? 0 : n < wcap - o ? n : wcap - o;
 		if (w)
 			kiln_infl_copy16(out, o, (uint32_t)w, dist, k->refs);
 		o += n;
