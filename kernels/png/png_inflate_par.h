@@ -309,8 +309,11 @@ KILN_HD void kiln_infl_copy16(uint16_t *out, size_t o, uint32_t w, uint32_t dist
 {
 	/* counts of at most 258 in 32 bits (the GPU does 64-bit arithmetic in two instructions)
 	 * and pointers that step (x86 widens a 32-bit index at every use) */
-	size_t named = (size_t)dist + refs;
-	uint32_t a = o >= named ? 0u : named - o < w ? (uint32_t)(named - o) : w;
+	uint32_t named = dist + refs, a = 0; /* below 2^17, so o too when a > 0 */
+	if (o < named) {
+		a = named - (uint32_t)o;
+		a = a < w ? a : w;
+	}
 	uint16_t *d = out + o;
 	uint32_t v = KILN_INFL_REF0 + (uint32_t)o - dist; /* the first name, mod 2^32 */
 	for (uint32_t i = 0; i < a; i++)
