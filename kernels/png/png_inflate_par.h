@@ -318,13 +318,151 @@ typedef struct kiln_infl_sink {
 	uint32_t refs;
 } kiln_infl_sink;
 
-/* The symbol dist back from out[s]: a marker when that is before the piece, a reference
- * when it is one of the first `refs` (a match copies markers and references as they are). */
-KILN_HD uint16_t kiln_infl_back16(const uint16_t *out, size_t s, uint32_t dist, uint32_t refs)
+/* Symbols [o, o + w) of a match of distance dist into out (w > 0). A symbol whose source
+ * lies before the piece is a marker, KILN_INFL_MARK(KILN_INFL_WINDOW - (dist - s)), and
+ * one whose source is among the first `refs` a reference, KILN_INFL_REF(s - dist): both
+ * are KILN_INFL_REF0 + s - dist, and both are the symbols with s < dist + refs, which come
+ * first in the match. So the match is a run of such names followed by a copy, instead of
+ * two tests per symbol (they cost a match symbol about 10 instructions of the count
+ * pass). Where dist >= w the copy reads only symbols written before the match: its
+ * loads go four at a time ahead of their stores, one memory round trip per four symbols
+ * instead of one per symbol (libpng's Kodak matches are 4.6 symbols long on average, 99 %
+ * of them shorter than their distance); a copy of an overlapping match goes symbol by
+ * symbol, as it must. */
+KILN_HD void kiln_infl_copy16(uint16_t *out, size_t o, uint32_t w, uint32_t dist, uint32_t refs)
 {
-	if (s < dist)
-		return KILN_INFL_MARK(KILN_INFL_WINDOW - (dist - s));
-	return s - dist < refs ? KILN_INFL_REF(s - dist) : out[s - dist];
+	/* counts of at most 258 in 32 bits (the GPU does 64-bit arithmetic in two instructions)
+	 * and pointers that step (x86 widens a 32-bit index at every use) */
+	uint32_t named = dist + refs, a = 0; /* below 2^17, so o too when a > 0 */
+	if (o < named) {
+		a = named - (uint32_t)o;
+		a = a < w ? a : w;
+	}
+	uint16_t *d = out + o;
+	uint32_t v = KILN_INFL_REF0 + (uint32_t)o - dist; /* the first name, mod 2^32 */
+	for (uint32_t i = 0; i < a; i++)
+		*d++ = (uint16_t)v++;
+	if (a == w)
+		return;
+	const uint16_t *s = out + (o + a - dist); /* o + a >= dist + refs: inside out */
+	uint32_t r = w - a;
+	if (dist < w) {
+		do
+			*d++ = *s++;
+		while (--r);
+		return;
+	}
+	for (;;) {
+		uint16_t x0 = s[0], x1 = r > 1 ? s[1] : 0, x2 = r > 2 ? s[2] : 0, x3 = r > 3 ? s[3] : 0;
+		d[0] = x0;
+		if (r > 1)
+			d[1] = x1;
+		if (r > 2)
+			d[2] = x2;
+		if (r > 3)
+			d[3] = x3;
+		if (r <= 4)
+			return;
+		r -= 4;
+		d += 4;
+		s += 4;
+	}
+}
+
+/* The end of a lookup of the literal/length table whose root entry e (at the reader's
+ * bits) is no literal of up to 10 bits: the second level of a longer code, then the code's
+ * bits consumed, as kiln_infl_lookup. */
+KILN_HD uint32_t kiln_infl_lookup16_rest(const uint32_t *table, kiln_bits *b, uint32_t e)
+{
+	if (KILN_INFL_KIND(e) == KILN_INFL_LINK) {
+		uint32_t sb = (e >> 12) & 15u;
+		e = table[(e >> 16) + ((uint32_t)(b->buf >> KILN_INFL_LIT_BITS) & ((1u << sb) - 1))];
+		kiln_bits_drop(b, KILN_INFL_LIT_BITS);
+	}
+	kiln_bits_drop(b, e & 0xFFu);
+	return e;
+}
+
+/* kiln_infl_len_dist for kiln_infl_huffman16, a distance code of up to 8 bits (most of
+ * them) taken apart first, as the literals are: the second level's instructions stay out of
+ * the path of those matches. */
+KILN_HD int kiln_infl_len_dist16(const kiln_inflate_tables *t, kiln_bits *b, uint32_t e, uint32_t *len, uint32_t *dist)
+{
+	uint32_t extra = (e >> 12) & 15u;
+	*len = (e >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
+	kiln_bits_drop(b, extra);
+	uint32_t d = t->dist[b->buf & ((1u << KILN_INFL_DIST_BITS) - 1)];
+	if (KILN_INFL_KIND(d) != KILN_INFL_LEN) {
+		if (KILN_INFL_KIND(d) == KILN_INFL_LINK) {
+			uint32_t sb = (d >> 12) & 15u;
+			d = t->dist[(d >> 16) + ((uint32_t)(b->buf >> KILN_INFL_DIST_BITS) & ((1u << sb) - 1))];
+			kiln_bits_drop(b, KILN_INFL_DIST_BITS);
+		}
+		if (KILN_INFL_KIND(d) != KILN_INFL_LEN) {
+			kiln_bits_drop(b, d & 0xFFu);
+			return 0;
+		}
+	}
+	kiln_bits_drop(b, d & 0xFFu);
+	extra = (d >> 12) & 15u;
+	*dist = (d >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
+	kiln_bits_drop(b, extra);
+	return 1;
+}
+
+/* One literal v at *o into out, with kiln_infl_huffman16's tests: none while *room lasts
+ * (symbols below cap and wcap, with out), else cap (0: the output is full), out and wcap. */
+KILN_HD int kiln_infl_put16(uint16_t *out, size_t *o, uint32_t *room, size_t cap, size_t wcap, uint32_t v)
+{
+	if (*room) {
+		(*room)--;
+		out[*o] = (uint16_t)v;
+	} else {
+		if (*o >= cap)
+			return 0;
+		if (out && *o < wcap)
+			out[*o] = (uint16_t)v;
+	}
+	(*o)++;
+	return 1;
+}
+
+/* The reader's bit count at or below which its position is at or past stream bit lim
+ * (kiln_bits_position(b) >= lim <=> b->count <= it), at least -KILN_INFL_STOP_FAR (lim
+ * further away) and at most 64 (lim passed). The position moves only with the count between
+ * refills, so the test before each symbol is one compare of the count instead of a 64-bit
+ * position (4 more dependent instructions a symbol on the GPU, after the count the symbol's
+ * code length gives). */
+#define KILN_INFL_STOP_FAR 0x40000000
+KILN_HD int32_t kiln_infl_stop_count(const kiln_bits *b, uint64_t lim)
+{
+	uint64_t top = 8 * (uint64_t)(b->pos + b->overrun);
+	if (lim > top)
+		return lim - top < KILN_INFL_STOP_FAR ? -(int32_t)(lim - top) : -KILN_INFL_STOP_FAR;
+	return top - lim < 64 ? (int32_t)(top - lim) : 64;
+}
+
+/* The count at or below which the top of kiln_infl_huffman16's loop has more to do than a
+ * lookup: a refill (below 48), the limit (stop), the truncation test (overrun past 8). */
+KILN_HD int32_t kiln_infl_top_count(const kiln_bits *b, int32_t stop)
+{
+	return b->overrun > 8 ? 64 : stop > 47 ? stop : 47;
+}
+
+/* A refill of kiln_infl_huffman16, its thresholds moved along. The bits loaded end at the
+ * position plus the count, before a refill and after, so the stop count (kiln_infl_stop_count)
+ * moves by the count's change: no 64-bit arithmetic at every refill (every step or two),
+ * except while lim is more than KILN_INFL_STOP_FAR bits away. A stop count of 64 is one the
+ * loop pauses at before it refills again. */
+KILN_HD void kiln_infl_refill16(kiln_bits *b, uint64_t lim, int32_t *stop, int32_t *top)
+{
+	uint32_t before = b->count;
+	kiln_bits_refill(b);
+	if (*stop > -KILN_INFL_STOP_FAR)
+		*stop += (int32_t)(b->count - before);
+	else
+		*stop = kiln_infl_stop_count(b, lim);
+	*top = kiln_infl_top_count(b, *stop);
 }
 
 /* The Huffman data of one block into the sink k from *opos, with at most cap symbols in
@@ -333,65 +471,91 @@ KILN_HD uint16_t kiln_infl_back16(const uint16_t *out, size_t s, uint32_t dist, 
  * offset in the stream (KILN_INFL_BASE_UNKNOWN while counting): a match that reaches
  * before the stream's start is then KILN_INFL_ERR_DISTANCE, as kiln_infl_huffman says;
  * one that reaches before the piece copies markers. The loop is kiln_infl_huffman's, for
- * 16-bit symbols. */
+ * 16-bit symbols, with its refills where that one has them (the bits consumed past the
+ * input's end depend on them) and its tests in its order; the tests that repeat at every
+ * symbol are cut to one compare each: the top's three (refill, truncation, limit) to one of
+ * the count (kiln_infl_top_count), a literal's three (cap, out, wcap) to one of `room`
+ * (kiln_infl_put16). */
 KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, const kiln_infl_sink *k,
 				size_t *opos, size_t cap, uint64_t base, uint64_t lim)
 {
 	uint16_t *out = k->out;
 	size_t o = *opos, wcap = k->wcap;
+	size_t fast = !out ? 0 : cap < wcap ? cap : wcap;
+	/* symbols that fit under cap and wcap (with out) from o, a 32-bit count the loop carries:
+	 * held as a 64-bit bound, the GPU recomputed it from cap and wcap at every step (8
+	 * instructions: its registers were short) */
+	uint32_t room = o >= fast ? 0u : fast - o < 0xFFFFFFFFu ? (uint32_t)(fast - o) : 0xFFFFFFFFu;
+	int32_t stop = kiln_infl_stop_count(b, lim), top = kiln_infl_top_count(b, stop);
 	int rc = KILN_INFL_OK;
 	for (;;) {
-		if (b->count < 48)
-			kiln_bits_refill(b);
-		if (b->overrun > 8) {
-			rc = KILN_INFL_ERR_TRUNCATED;
+		if ((int32_t)b->count <= top) {
+			if (b->count < 48)
+				kiln_infl_refill16(b, lim, &stop, &top);
+			if (b->overrun > 8) {
+				rc = KILN_INFL_ERR_TRUNCATED;
+				break;
+			}
+			if ((int32_t)b->count <= stop) {
+				rc = KILN_INFL_PAUSE;
+				break;
+			}
+			/* here only after a refill (else the count was at most the stop count, or
+			 * the overrun past 8), which moved top */
+		}
+		/* A step: a literal and a second symbol without a refill (48 - 15 bits remain), or
+		 * another symbol. A literal of up to 10 bits, most symbols, takes only the root
+		 * table's test: nvcc predicated the second level's 11 instructions (a load among
+		 * them) into the path of every step's first symbol. */
+		uint32_t e = t->lit[b->buf & ((1u << KILN_INFL_LIT_BITS) - 1)];
+		if (KILN_INFL_KIND(e) == KILN_INFL_LIT) {
+			kiln_bits_drop(b, e & 0xFFu);
+		} else {
+			e = kiln_infl_lookup16_rest(t->lit, b, e);
+			if (KILN_INFL_KIND(e) != KILN_INFL_LIT)
+				goto other;
+		}
+		if (!kiln_infl_put16(out, &o, &room, cap, wcap, e >> 16)) {
+			rc = KILN_INFL_OUTPUT_FULL;
 			break;
 		}
-		if (kiln_bits_position(b) >= lim) {
+		if ((int32_t)b->count <= stop) {
 			rc = KILN_INFL_PAUSE;
 			break;
 		}
-		uint32_t e = kiln_infl_lookup(t->lit, KILN_INFL_LIT_BITS, b);
+		e = t->lit[b->buf & ((1u << KILN_INFL_LIT_BITS) - 1)];
+		if (KILN_INFL_KIND(e) == KILN_INFL_LIT) {
+			kiln_bits_drop(b, e & 0xFFu);
+		} else {
+			e = kiln_infl_lookup16_rest(t->lit, b, e);
+			if (KILN_INFL_KIND(e) != KILN_INFL_LIT) {
+				if (b->count < 48)
+					kiln_infl_refill16(b, lim, &stop, &top);
+				goto other;
+			}
+		}
+		if (!kiln_infl_put16(out, &o, &room, cap, wcap, e >> 16)) {
+			rc = KILN_INFL_OUTPUT_FULL;
+			break;
+		}
+		continue;
+	other:;
+		/* a length code with room (so o < cap) passes the three tests at once */
 		uint32_t kind = KILN_INFL_KIND(e);
-		if (kind == KILN_INFL_LIT) {
+		if (kind != KILN_INFL_LEN || !room) {
+			if (kind == KILN_INFL_EOB)
+				break;
 			if (o >= cap) {
 				rc = KILN_INFL_OUTPUT_FULL;
 				break;
 			}
-			if (out && o < wcap)
-				out[o] = (uint16_t)(e >> 16);
-			o++;
-			if (kiln_bits_position(b) >= lim) {
-				rc = KILN_INFL_PAUSE;
+			if (kind != KILN_INFL_LEN) {
+				rc = KILN_INFL_ERR_DATA;
 				break;
 			}
-			e = kiln_infl_lookup(t->lit, KILN_INFL_LIT_BITS, b);
-			kind = KILN_INFL_KIND(e);
-			if (kind == KILN_INFL_LIT) {
-				if (o >= cap) {
-					rc = KILN_INFL_OUTPUT_FULL;
-					break;
-				}
-				if (out && o < wcap)
-					out[o] = (uint16_t)(e >> 16);
-				o++;
-				continue;
-			}
-			if (b->count < 48)
-				kiln_bits_refill(b);
-		}
-		if (kind == KILN_INFL_EOB)
-			break;
-		if (o >= cap) {
-			rc = KILN_INFL_OUTPUT_FULL;
-			break;
-		}
-		if (kind != KILN_INFL_LEN) {
-			rc = KILN_INFL_ERR_DATA;
-			break;
 		}
 		uint32_t len, dist;
-		if (!kiln_infl_len_dist(t, b, e, &len, &dist)) {
+		if (!kiln_infl_len_dist16(t, b, e, &len, &dist)) {
 			rc = KILN_INFL_ERR_DATA;
 			break;
 		}
@@ -399,12 +563,18 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 			rc = KILN_INFL_ERR_DISTANCE;
 			break;
 		}
-		size_t n = len < cap - o ? len : cap - o;
-		if (out) {
-			size_t w = o >= wcap ? 0 : n < wcap - o ? n : wcap - o;
-			for (size_t i = 0; i < w; i++)
-				out[o + i] = kiln_infl_back16(out, o + i, dist, k->refs);
+		if (len <= room) {
+			room -= len;
+			kiln_infl_copy16(out, o, len, dist, k->refs);
+			o += len;
+			continue;
 		}
+		/* the match meets cap or wcap, or nothing is written */
+		room = 0;
+		size_t n = len < cap - o ? len : cap - o;
+		size_t w = !out || o >= wcap ? 0 : n < wcap - o ? n : wcap - o;
+		if (w)
+			kiln_infl_copy16(out, o, (uint32_t)w, dist, k->refs);
 		o += n;
 		if (n < len) {
 			rc = KILN_INFL_OUTPUT_FULL;
