@@ -1281,13 +1281,12 @@ typedef struct astc_enc_first {
 /* Encodes with one block mode and a partitioning: fills s, returns its exact error.
  * line_ep are the fit's starting endpoints (astc_enc_line_endpoints, computed once per
  * fit), memo the fit's rounded grid weights for the last grid asked (kept across the
- * calls of one fit). *kindp is the endpoint kind (0 direct, 1 base+scale); -1 tries both
- * on the first iteration and returns the one kept. With a kind given, `first` (where not
- * NULL) gets the first iteration's end when `iterations` is 0, and otherwise holds it:
- * the call goes on from there. */
+ * calls of one fit), kind the endpoint kind (astc_enc_kind_cems). `first` (where not NULL)
+ * gets the first iteration's end when `iterations` is 0, and otherwise holds it: the call
+ * goes on from there. */
 ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 					    const astc_enc_fit *fit, int line_ep[4][2][4], const astc_enc_mode *m, int seed,
-					    int iterations, int grid_steps, uint32_t limit, int *kindp, astc_symbolic *s,
+					    int iterations, int grid_steps, uint32_t limit, int kind, astc_symbolic *s,
 					    astc_enc_grid_memo *memo, astc_enc_grid_cache *gc, astc_enc_first *first)
 {
 	const astc_enc_grid *g = &ctx->grids[m->grid];
@@ -1305,16 +1304,8 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 	s->mode.dual = (uint8_t)dual;
 	s->mode.wrange = m->wrange;
 	s->mode.weight_bits = m->weight_bits;
-	/* kind < 0: try both endpoint kinds on the first iteration, keep the better */
-	int kind = *kindp < 0 ? 0 : *kindp, kinds_left = *kindp < 0 ? 1 : 0, given = !kinds_left;
-	if (!astc_enc_set_cems(ctx, s, fit, ccs, kind, m->weight_bits)) {
-		if (!kinds_left)
-			return UINT32_MAX;
-		kind = 1;
-		kinds_left = 0;
-		if (!astc_enc_set_cems(ctx, s, fit, ccs, kind, m->weight_bits))
-			return UINT32_MAX;
-	}
+	if (!astc_enc_set_cems(ctx, s, fit, ccs, kind, m->weight_bits))
+		return UINT32_MAX;
 
 	/* the texels' positions on each plane: the fit's, re-projected into tw after the first
 	 * iteration (not copied for it: at fast there is no other) */
@@ -1330,16 +1321,16 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 
 	uint8_t W[2][ASTC_MAX_TEXELS];
 	uint32_t best = UINT32_MAX;
-	/* the encoding of the current iteration; with one iteration and one kind it is made
-	 * in *s itself, which it would be copied to anyway (astc_enc_eval's error is below
-	 * UINT32_MAX, so the first iteration's is always the best): copies of an
-	 * astc_symbolic are a GPU thread's local memory */
+	/* the encoding of the current iteration; with one iteration it is made in *s itself,
+	 * which it would be copied to anyway (astc_enc_eval's error is below UINT32_MAX, so
+	 * the first iteration's is always the best): copies of an astc_symbolic are a GPU
+	 * thread's local memory */
 	astc_symbolic own, *cur = s;
-	if (iterations > 0 || kinds_left) {
+	if (iterations > 0) {
 		own = *s;
 		cur = &own;
 	}
-	int resume = first && iterations > 0 && given;
+	int resume = first && iterations > 0;
 	if (resume) {
 		*cur = first->s;
 		*s = first->s;
@@ -1418,33 +1409,9 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			best = err;
 			if (cur != s)
 				*s = *cur;
-			*kindp = kind;
-		}
-		if (kinds_left) {
-			/* the other endpoint kind with the same weights */
-			astc_symbolic alt = *cur;
-			kinds_left = 0;
-			if (astc_enc_set_cems(ctx, &alt, fit, ccs, 1, m->weight_bits)) {
-				int sw = astc_enc_quant_endpoints(&alt, ep);
-				if (sw != swapped && parts == 1)
-					KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-						astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], sw != 0, alt.weights[pl], W[pl]);
-				uint32_t e2 = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, &alt, best < limit ? best : limit);
-				if (e2 < best) {
-					best = e2;
-					*s = alt;
-					*cur = alt;
-					kind = 1;
-					*kindp = kind;
-					swapped = sw;
-				} else if (sw != swapped && parts == 1) {
-					KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-						astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], swapped != 0, cur->weights[pl], W[pl]);
-				}
-			}
 		}
 	}
-	if (first && iterations == 0 && given) {
+	if (first && iterations == 0) {
 		first->s = *s;
 		first->err = best;
 		KILN_ROLLED for (int p = 0; p < parts; p++)
@@ -2215,7 +2182,7 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 		int m = modes[c] / ASTC_ENC_KINDS;
 		uint32_t limit = have == keep ? errs[have - 1] : UINT32_MAX;
 		int kind = modes[c] % ASTC_ENC_KINDS;
-		uint32_t e = astc_enc_try_mode(ctx, blk, fit, line_ep, &ctx->modes[m], seed, 0, ef->grid_steps, limit, &kind,
+		uint32_t e = astc_enc_try_mode(ctx, blk, fit, line_ep, &ctx->modes[m], seed, 0, ef->grid_steps, limit, kind,
 					       cand, &memo, &gc, resume ? &firsts[spare] : 0);
 		int improved = e < *best_err;
 		if (improved) {
@@ -2261,7 +2228,7 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 				*best = *kept; /* the copy the ranking loop left to here */
 		} else {
 			e = astc_enc_try_mode(ctx, blk, fit, line_ep, md, seed, ef->iterations, ef->grid_steps, UINT32_MAX,
-					      &kinds[t], cand, &memo, &gc, resume ? &firsts[slot[t]] : 0);
+					      kinds[t], cand, &memo, &gc, resume ? &firsts[slot[t]] : 0);
 		}
 		if (e == UINT32_MAX)
 			continue;
