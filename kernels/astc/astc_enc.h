@@ -2055,8 +2055,6 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		KILN_ROLLED for (int pl = 0; pl <= dual && !dropped; pl++) {
 			const float *tw = pl ? fit->w1 : fit->w;
 			astc_enc_grid_from_texels(gr, n, tw, ideal[pl], ef->est_steps);
-			KILN_ROLLED for (int j = 0; j < ng; j++)
-				near[pl][j] = (uint8_t)astc_enc_round64(ideal[pl][j]);
 			if (gr->full)
 				continue;
 			KILN_ROLLED for (int i0 = 0; i0 < n && !dropped; i0 += (n + 3) / 4) {
@@ -2074,6 +2072,10 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		}
 		if (dropped)
 			continue;
+		/* (rounded only for the grids that go on to their modes: most are dropped above) */
+		KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
+			KILN_ROLLED for (int j = 0; j < ng; j++)
+				near[pl][j] = (uint8_t)astc_enc_round64(ideal[pl][j]);
 		int inserted = 0;
 		KILN_ROLLED for (int t = first; t < end; t++) {
 			int mi = ctx->grid_modes[t];
