@@ -628,7 +628,7 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 	}
 	fit->gray_err = (g9 + 4) / 9;
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
-		float mean[4] = {0, 0, 0, 0};
+		float mean[4];
 		int cnt = 0, alpha = 0, gray = 1;
 		int cmin = 255, cmax = 0;
 		int32_t sum[4] = {0, 0, 0, 0};
@@ -637,10 +637,6 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 				continue;
 			const uint8_t *x = blk->px[i];
 			cnt++;
-			mean[0] += (float)x[0];
-			mean[1] += (float)x[1];
-			mean[2] += (float)x[2];
-			mean[3] += (float)x[3];
 			sum[0] += x[0];
 			sum[1] += x[1];
 			sum[2] += x[2];
@@ -660,8 +656,10 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 			fit->sum[p][c] = sum[c];
 		if (cnt == 0)
 			continue;
+		/* the float sum of the texels' values in order is the integer sum (every partial
+		 * sum, at most 144 x 255, is exact in a float) */
 		for (int c = 0; c < 4; c++)
-			mean[c] = mean[c] / (float)cnt;
+			mean[c] = (float)sum[c] / (float)cnt;
 		float cov[4][4] = {{0}};
 		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
