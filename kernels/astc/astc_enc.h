@@ -943,50 +943,52 @@ KILN_HD int astc_enc_interp(int e0, int e1, int w, int srgb)
 
 /* Exact error of an encoding with texel weights W0 (and W1 for channel ccs; ccs 4: none):
  * what astc_decode_symbolic would give, without recomputing partitions and infill. Stops
- * early once over `limit`. */
+ * early once over `limit` (with some sum above it: the callers only compare it). */
 ASTC_ENC_OUTLINE uint32_t astc_enc_eval(const astc_enc_block *blk, const uint8_t *part, const uint8_t *W0,
 					const uint8_t *W1, int ccs, const astc_symbolic *s, uint32_t limit)
 {
-	int e[4][2][4];
-	KILN_ROLLED for (int p = 0; p < s->partitions; p++)
-		astc_enc_decoded_endpoints(s, p, e[p][0], e[p][1]);
 	uint32_t err = 0;
-	int srgb = blk->srgb;
-	/* astc_enc_interp as base + slope x weight per partition and channel */
-	int base[4][4], slope[4][4];
-	/* an opaque block whose partitions all decode alpha 255 at both ends has no alpha
-	 * error (255 and 255 interpolate to 255 at every weight) */
-	int alpha = !blk->opaque;
-	KILN_ROLLED for (int p = 0; p < s->partitions; p++) {
-		for (int k = 0; k < 4; k++) {
-			base[p][k] = astc_enc_base(e[p][0][k], srgb);
-			slope[p][k] = astc_enc_slope(e[p][0][k], e[p][1][k], srgb);
+	int srgb = blk->srgb, parts = s->partitions;
+	/* partition by partition, its channels' astc_enc_interp as base + slope x weight in
+	 * scalars: in arrays indexed by each texel's partition they were 8 local-memory loads
+	 * a texel on the GPU; a pass per partition reads the texels again, a one-partition
+	 * encoding (most) once */
+	KILN_ROLLED for (int p = 0; p < parts; p++) {
+		int e0[4], e1[4];
+		astc_enc_decoded_endpoints(s, p, e0, e1);
+		int b0 = astc_enc_base(e0[0], srgb), b1 = astc_enc_base(e0[1], srgb);
+		int b2 = astc_enc_base(e0[2], srgb), b3 = astc_enc_base(e0[3], srgb);
+		int s0 = astc_enc_slope(e0[0], e1[0], srgb), s1 = astc_enc_slope(e0[1], e1[1], srgb);
+		int s2 = astc_enc_slope(e0[2], e1[2], srgb), s3 = astc_enc_slope(e0[3], e1[3], srgb);
+		/* an opaque block's partition that decodes alpha 255 at both ends has no alpha
+		 * error (255 and 255 interpolate to 255 at every weight) */
+		int alpha = !blk->opaque || e0[3] != 255 || e1[3] != 255;
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+			if (parts > 1 && part[i] != p)
+				continue;
+			int w0 = W0[i], w1 = ccs < 4 ? W1[i] : w0;
+			const uint8_t *x = blk->px[i];
+			/* the channels written out (a loop of 4 is not unrolled at -O2) */
+			uint32_t t0 = (uint32_t)(b0 + s0 * (ccs == 0 ? w1 : w0));
+			uint32_t t1 = (uint32_t)(b1 + s1 * (ccs == 1 ? w1 : w0));
+			uint32_t t2 = (uint32_t)(b2 + s2 * (ccs == 2 ? w1 : w0));
+			uint32_t t3 = (uint32_t)(b3 + s3 * (ccs == 3 ? w1 : w0));
+			int d0, d1, d2, d3;
+			if (srgb) {
+				d0 = (int)(t0 >> 14) - (int)x[0];
+				d1 = (int)(t1 >> 14) - (int)x[1];
+				d2 = (int)(t2 >> 14) - (int)x[2];
+				d3 = alpha ? (int)(t3 >> 14) - (int)x[3] : 0;
+			} else {
+				d0 = astc_enc_unorm8(t0 >> 6) - (int)x[0];
+				d1 = astc_enc_unorm8(t1 >> 6) - (int)x[1];
+				d2 = astc_enc_unorm8(t2 >> 6) - (int)x[2];
+				d3 = alpha ? astc_enc_unorm8(t3 >> 6) - (int)x[3] : 0;
+			}
+			err += (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
+			if (err > limit)
+				return err;
 		}
-		alpha |= e[p][0][3] != 255 || e[p][1][3] != 255;
-	}
-	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-		int p = part[i], w0 = W0[i], w1 = ccs < 4 ? W1[i] : w0;
-		const uint8_t *x = blk->px[i];
-		/* the channels written out (a loop of 4 is not unrolled at -O2) */
-		uint32_t t0 = (uint32_t)(base[p][0] + slope[p][0] * (ccs == 0 ? w1 : w0));
-		uint32_t t1 = (uint32_t)(base[p][1] + slope[p][1] * (ccs == 1 ? w1 : w0));
-		uint32_t t2 = (uint32_t)(base[p][2] + slope[p][2] * (ccs == 2 ? w1 : w0));
-		uint32_t t3 = (uint32_t)(base[p][3] + slope[p][3] * (ccs == 3 ? w1 : w0));
-		int d0, d1, d2, d3;
-		if (srgb) {
-			d0 = (int)(t0 >> 14) - (int)x[0];
-			d1 = (int)(t1 >> 14) - (int)x[1];
-			d2 = (int)(t2 >> 14) - (int)x[2];
-			d3 = alpha ? (int)(t3 >> 14) - (int)x[3] : 0;
-		} else {
-			d0 = astc_enc_unorm8(t0 >> 6) - (int)x[0];
-			d1 = astc_enc_unorm8(t1 >> 6) - (int)x[1];
-			d2 = astc_enc_unorm8(t2 >> 6) - (int)x[2];
-			d3 = alpha ? astc_enc_unorm8(t3 >> 6) - (int)x[3] : 0;
-		}
-		err += (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
-		if (err > limit)
-			return err;
 	}
 	return err;
 }
