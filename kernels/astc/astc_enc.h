@@ -230,6 +230,12 @@ typedef struct astc_enc_mode {
 typedef struct astc_enc_grid {
 	uint8_t w, h;
 	uint8_t full; /* the grid is the footprint: no infill */
+	/* every texel's taps 2 and 3 have factor 0 (a grid as wide or as high as the
+	 * footprint, whose taps are stored with the two of factor 0 last), so that an infill
+	 * reads taps 0 and 1 only: the products it leaves out are +0 (weights >= +0) and a
+	 * sum that adds +0 to a non-negative float is that float, so a float infill is the same
+	 * bit for bit */
+	uint8_t two_taps;
 	astc_infill_tap taps[ASTC_MAX_TEXELS];
 	float den[ASTC_MAX_WEIGHTS];
 	/* the transpose of the taps (not for a full grid): grid point j gets factor tfac[e]
@@ -430,14 +436,31 @@ KILN_HD void astc_enc_ctx_init(astc_enc_ctx *ctx, int bw, int bh)
 				ctx->full_grid = ctx->grid_count - 1;
 			for (int j = 0; j < ASTC_MAX_WEIGHTS; j++)
 				gr->den[j] = 0.0f;
+			int zero13 = 1, zero23 = 1;
 			KILN_ROLLED for (int y = 0; y < bh; y++) {
 				KILN_ROLLED for (int x = 0; x < bw; x++) {
 					astc_infill_tap *t = &gr->taps[y * bw + x];
 					astc_infill_texel(bw, bh, md.grid_w, md.grid_h, x, y, t);
-					for (int k = 0; k < 4; k++) {
-						gr->den[t->idx[k]] += (float)t->fac[k];
-						gr->ffac[y * bw + x][k] = (float)t->fac[k];
-					}
+					zero13 &= !t->fac[1] && !t->fac[3];
+					zero23 &= !t->fac[2] && !t->fac[3];
+				}
+			}
+			/* a grid as wide as the footprint has no horizontal factors (taps 1 and 3):
+			 * taps 1 and 2 trade places, which leaves every infill sum as it was (the
+			 * products moved are +0) */
+			gr->two_taps = (uint8_t)(!gr->full && (zero13 || zero23));
+			KILN_ROLLED for (int i = 0; i < bw * bh; i++) {
+				astc_infill_tap *t = &gr->taps[i];
+				if (zero13 && !zero23) {
+					uint8_t idx = t->idx[1], fac = t->fac[1];
+					t->idx[1] = t->idx[2];
+					t->fac[1] = t->fac[2];
+					t->idx[2] = idx;
+					t->fac[2] = fac;
+				}
+				for (int k = 0; k < 4; k++) {
+					gr->den[t->idx[k]] += (float)t->fac[k];
+					gr->ffac[i][k] = (float)t->fac[k];
 				}
 			}
 			int at = 0;
@@ -827,6 +850,28 @@ ASTC_ENC_OUTLINE void astc_enc_grid_start(const astc_enc_grid *g, const float *t
 	}
 }
 
+/* Texel i's infill of grid weights v (>= +0) in float, times 16: the products in tap order
+ * (the last two only where they are not all 0: astc_enc_grid's two_taps). */
+KILN_HD float astc_enc_infill16(const astc_enc_grid *g, int i, const float *v)
+{
+	const astc_infill_tap *t = &g->taps[i];
+	const float *f = g->ffac[i];
+	float w = f[0] * v[t->idx[0]] + f[1] * v[t->idx[1]];
+	if (!g->two_taps)
+		w = w + f[2] * v[t->idx[2]] + f[3] * v[t->idx[3]];
+	return w;
+}
+
+/* Texel i's infill sum (8 + grid weight x factor over its taps) of grid weights v. */
+KILN_HD int astc_enc_infill_sum(const astc_enc_grid *g, int i, const uint8_t *v)
+{
+	const astc_infill_tap *t = &g->taps[i];
+	int sum = 8 + v[t->idx[0]] * t->fac[0] + v[t->idx[1]] * t->fac[1];
+	if (!g->two_taps)
+		sum += v[t->idx[2]] * t->fac[2] + v[t->idx[3]] * t->fac[3];
+	return sum;
+}
+
 /* The average blurs: correction steps towards the least-squares grid, each grid point
  * moved by the average residual of the texels it reaches (none on a full grid). A step
  * depends only on the grid weights before it, so k steps and then m more are k + m steps:
@@ -838,13 +883,8 @@ ASTC_ENC_OUTLINE void astc_enc_grid_correct(const astc_enc_grid *g, int n, const
 		return;
 	float r[ASTC_MAX_TEXELS];
 	KILN_ROLLED for (int it = 0; it < steps; it++) {
-		KILN_ROLLED for (int i = 0; i < n; i++) {
-			const astc_infill_tap *t = &g->taps[i];
-			const float *f = g->ffac[i];
-			float w = (f[0] * grid[t->idx[0]] + f[1] * grid[t->idx[1]] + f[2] * grid[t->idx[2]] +
-				   f[3] * grid[t->idx[3]]) / 16.0f;
-			r[i] = tw[i] * 64.0f - w;
-		}
+		KILN_ROLLED for (int i = 0; i < n; i++)
+			r[i] = tw[i] * 64.0f - astc_enc_infill16(g, i, grid) / 16.0f;
 		KILN_ROLLED for (int j = 0; j < ng; j++) {
 			float num = 0.0f;
 			KILN_ROLLED for (int e = g->tfirst[j]; e < g->tfirst[j + 1]; e++)
@@ -870,12 +910,8 @@ ASTC_ENC_OUTLINE void astc_enc_infill(const astc_enc_grid *g, int n, const uint8
 			W[i] = grid[i];
 		return;
 	}
-	KILN_ROLLED for (int i = 0; i < n; i++) {
-		const astc_infill_tap *t = &g->taps[i];
-		int sum = 8 + grid[t->idx[0]] * t->fac[0] + grid[t->idx[1]] * t->fac[1] +
-			  grid[t->idx[2]] * t->fac[2] + grid[t->idx[3]] * t->fac[3];
-		W[i] = (uint8_t)(sum >> 4);
-	}
+	KILN_ROLLED for (int i = 0; i < n; i++)
+		W[i] = (uint8_t)(astc_enc_infill_sum(g, i, grid) >> 4);
 }
 
 /* Grid weight codes of one plane -> infilled texel weights. */
@@ -1503,9 +1539,7 @@ KILN_HD void astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint8
 KILN_HD void astc_enc_infill_sums(const astc_enc_grid *g, int n, const uint8_t *gq, uint16_t *sums, uint8_t *W)
 {
 	KILN_ROLLED for (int i = 0; i < n; i++) {
-		const astc_infill_tap *t = &g->taps[i];
-		sums[i] = (uint16_t)(8 + gq[t->idx[0]] * t->fac[0] + gq[t->idx[1]] * t->fac[1] + gq[t->idx[2]] * t->fac[2] +
-				     gq[t->idx[3]] * t->fac[3]);
+		sums[i] = (uint16_t)astc_enc_infill_sum(g, i, gq);
 		W[i] = (uint8_t)(sums[i] >> 4);
 	}
 }
@@ -2060,11 +2094,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			KILN_ROLLED for (int i0 = 0; i0 < n && !dropped; i0 += (n + 3) / 4) {
 				int i1 = i0 + (n + 3) / 4 < n ? i0 + (n + 3) / 4 : n;
 				KILN_ROLLED for (int i = i0; i < i1; i++) {
-					const astc_infill_tap *tp = &gr->taps[i];
-					const float *f = gr->ffac[i];
-					float w = (f[0] * ideal[pl][tp->idx[0]] + f[1] * ideal[pl][tp->idx[1]] +
-						   f[2] * ideal[pl][tp->idx[2]] + f[3] * ideal[pl][tp->idx[3]]) / 16.0f;
-					float d = tw[i] * 64.0f - w;
+					float d = tw[i] * 64.0f - astc_enc_infill16(gr, i, ideal[pl]) / 16.0f;
 					dec += d * d * len[pl][fit->part[i]] / 4096.0f;
 				}
 				dropped = have == count && !astc_enc_mode_live(&ks, cterm, ok, dec, astc_enc_entry_cut(errs, cgrid, count, g));
