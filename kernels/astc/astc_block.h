@@ -239,7 +239,6 @@ KILN_HD void astc_bise_put(astc_bits128 *b, int pos, int r, int count, const uin
 {
 	const astc_range *q = &astc_ranges[r];
 	int nb = q->bits;
-	int end = pos + astc_bise_bits(r, count);
 	if (!q->trits && !q->quints) {
 		KILN_ROLLED for (int i = 0; i < count; i++)
 			astc_bits128_put(b, pos + i * nb, nb, vals[i]);
@@ -255,16 +254,14 @@ KILN_HD void astc_bise_put(astc_bits128 *b, int pos, int r, int count, const uin
 			mul *= q->trits ? 3u : 5u;
 		}
 		packed = q->trits ? astc_trit_enc[idx] : astc_quint_enc[idx];
+		/* each value's bits and its share of the group's trit or quint bits in one field;
+		 * past the stream's end (a short final group) both are zero (the values are 0 and
+		 * the table keeps those bits zero), so the whole group is ORed in */
 		KILN_ROLLED for (int i = 0; i < group; i++) {
 			uint32_t lo = g + i < count ? vals[g + i] & ((1u << nb) - 1u) : 0;
-			if (pos < end)
-				astc_bits128_put(b, pos, nb, lo);
-			pos += nb;
-			/* the table keeps the bits past a short final group zero */
-			if (pos < end)
-				astc_bits128_put(b, pos, split[i], packed);
+			astc_bits128_put(b, pos, nb + split[i], lo | (packed & ((1u << split[i]) - 1u)) << nb);
 			packed >>= split[i];
-			pos += split[i];
+			pos += nb + split[i];
 		}
 	}
 }
