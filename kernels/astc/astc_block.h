@@ -458,13 +458,16 @@ KILN_HD void astc_set4_bc(int *e, int r, int g, int b, int a)
  * Returns 0 for an HDR mode (its texels decode to the error colour in LDR). */
 KILN_HD int astc_decode_endpoints(int cem, const uint8_t *vin, int *e0, int *e1)
 {
+	/* the modes with bit transfer (odd CEMs) work on a copy of their values; the others
+	 * read them where they are */
 	int v[8];
-	KILN_ROLLED for (int i = 0; i < astc_cem_values(cem); i++)
-		v[i] = vin[i];
+	if (cem & 1)
+		KILN_ROLLED for (int i = 0; i < astc_cem_values(cem); i++)
+			v[i] = vin[i];
 	switch (cem) {
 	case 0:
-		astc_set4(e0, v[0], v[0], v[0], 255);
-		astc_set4(e1, v[1], v[1], v[1], 255);
+		astc_set4(e0, vin[0], vin[0], vin[0], 255);
+		astc_set4(e1, vin[1], vin[1], vin[1], 255);
 		return 1;
 	case 1: {
 		int l0 = (v[0] >> 2) | (v[1] & 0xC0);
@@ -476,8 +479,8 @@ KILN_HD int astc_decode_endpoints(int cem, const uint8_t *vin, int *e0, int *e1)
 		return 1;
 	}
 	case 4:
-		astc_set4(e0, v[0], v[0], v[0], v[2]);
-		astc_set4(e1, v[1], v[1], v[1], v[3]);
+		astc_set4(e0, vin[0], vin[0], vin[0], vin[2]);
+		astc_set4(e1, vin[1], vin[1], vin[1], vin[3]);
 		return 1;
 	case 5:
 		astc_bit_transfer_signed(&v[1], &v[0]);
@@ -486,18 +489,18 @@ KILN_HD int astc_decode_endpoints(int cem, const uint8_t *vin, int *e0, int *e1)
 		astc_set4(e1, v[0] + v[1], v[0] + v[1], v[0] + v[1], v[2] + v[3]);
 		break;
 	case 6:
-		astc_set4(e0, (v[0] * v[3]) >> 8, (v[1] * v[3]) >> 8, (v[2] * v[3]) >> 8, 255);
-		astc_set4(e1, v[0], v[1], v[2], 255);
+		astc_set4(e0, (vin[0] * vin[3]) >> 8, (vin[1] * vin[3]) >> 8, (vin[2] * vin[3]) >> 8, 255);
+		astc_set4(e1, vin[0], vin[1], vin[2], 255);
 		return 1;
 	case 8:
 	case 12: {
-		int a0 = cem == 12 ? v[6] : 255, a1 = cem == 12 ? v[7] : 255;
-		if (v[1] + v[3] + v[5] >= v[0] + v[2] + v[4]) {
-			astc_set4(e0, v[0], v[2], v[4], a0);
-			astc_set4(e1, v[1], v[3], v[5], a1);
+		int a0 = cem == 12 ? vin[6] : 255, a1 = cem == 12 ? vin[7] : 255;
+		if (vin[1] + vin[3] + vin[5] >= vin[0] + vin[2] + vin[4]) {
+			astc_set4(e0, vin[0], vin[2], vin[4], a0);
+			astc_set4(e1, vin[1], vin[3], vin[5], a1);
 		} else {
-			astc_set4_bc(e0, v[1], v[3], v[5], a1);
-			astc_set4_bc(e1, v[0], v[2], v[4], a0);
+			astc_set4_bc(e0, vin[1], vin[3], vin[5], a1);
+			astc_set4_bc(e1, vin[0], vin[2], vin[4], a0);
 		}
 		return 1;
 	}
@@ -522,8 +525,8 @@ KILN_HD int astc_decode_endpoints(int cem, const uint8_t *vin, int *e0, int *e1)
 		break;
 	}
 	case 10:
-		astc_set4(e0, (v[0] * v[3]) >> 8, (v[1] * v[3]) >> 8, (v[2] * v[3]) >> 8, v[4]);
-		astc_set4(e1, v[0], v[1], v[2], v[5]);
+		astc_set4(e0, (vin[0] * vin[3]) >> 8, (vin[1] * vin[3]) >> 8, (vin[2] * vin[3]) >> 8, vin[4]);
+		astc_set4(e1, vin[0], vin[1], vin[2], vin[5]);
 		return 1;
 	default:
 		return 0;
