@@ -310,9 +310,13 @@ static bool make_layout(const kiln_pngdec_gpu_file *files, size_t count, layout 
 		}
 	}
 	// Pool threads of the passes (PAR_LANES a warp): enough for every entry at once, at
-	// most 32 warps an SM.
+	// most 32 warps an SM; whole warps of PAR_LANES_MAX, since the passes launch whole CTAs
+	// of `lanes` threads and each has its tables here (a pool that was not a multiple of
+	// the lanes gave the last CTA's lanes tables past the area's end, over the block tables
+	// that follow: small batches, whose entries set the pool, decoded wrongly at times).
 	uint64_t most = (uint64_t)sm_count() * 32 * PAR_LANES_MAX;
 	l->pool = l->ents < most ? l->ents : most;
+	l->pool = (l->pool + PAR_LANES_MAX - 1) / PAR_LANES_MAX * PAR_LANES_MAX;
 	l->files = 0;
 	l->globals = align256(count * sizeof(pd_file));
 	l->status = l->globals + align256(sizeof(pd_globals));
