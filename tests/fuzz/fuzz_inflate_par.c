@@ -39,8 +39,9 @@ typedef struct par_result {
  * into sym + base. Returns 1 when placed. Placed, the same symbols as that decode:
  * checked. */
 static int kiln_fuzz_par_place(kiln_inflate_tables *t, const kiln_infl_block *blocks, const uint8_t *in,
-			       size_t len, const kiln_infl_entry *e, uint32_t n, const kiln_infl_seg *seg, const uint16_t *slot, uint32_t c, uint32_t s,
-			       uint64_t base, uint64_t total, uint16_t *sym, kiln_infl_seg *dec)
+			       size_t len, const kiln_infl_entry *e, uint32_t n, const kiln_infl_seg *seg,
+			       const uint16_t *slot, uint32_t c, uint32_t s, uint64_t base, uint64_t total, uint16_t *sym,
+			       kiln_infl_seg *dec)
 {
 	uint32_t before = kiln_infl_before(e, c, s);
 	KILN_FUZZ_PAR_CHECK(seg[c].out_len >= before);
