@@ -303,19 +303,33 @@ KILN_HD int kiln_bits_ok(const kiln_bits *b)
 	return b->count / 8 >= b->overrun;
 }
 
-/* Decodes one symbol of a table whose second levels (entries 1 << tb onwards of
- * kiln_infl_build's array) are at sub: the same array past its root for a whole table,
- * device memory for the GPU warp inflater's split ones (bits must hold >= 15). */
-KILN_HD uint32_t kiln_infl_lookup_split(const uint32_t *table, const uint32_t *sub, uint32_t tb, kiln_bits *b)
+/* The entry of a code whose root entry e (read at the reader's bits) is in hand: e, or
+ * where e links to a second level (entries 1 << tb onwards of kiln_infl_build's array, at
+ * sub) that level's entry, with the root's tb bits consumed. */
+KILN_HD uint32_t kiln_infl_link(const uint32_t *sub, uint32_t tb, kiln_bits *b, uint32_t e)
 {
-	uint32_t e = table[b->buf & ((1u << tb) - 1)];
 	if (KILN_INFL_KIND(e) == KILN_INFL_LINK) {
 		uint32_t sb = (e >> 12) & 15u;
 		e = sub[(e >> 16) - (1u << tb) + ((uint32_t)(b->buf >> tb) & ((1u << sb) - 1))];
 		kiln_bits_drop(b, tb);
 	}
+	return e;
+}
+
+/* The end of that lookup: kiln_infl_link, then the code's bits consumed. */
+KILN_HD uint32_t kiln_infl_lookup_rest(const uint32_t *sub, uint32_t tb, kiln_bits *b, uint32_t e)
+{
+	e = kiln_infl_link(sub, tb, b, e);
 	kiln_bits_drop(b, e & 0xFFu);
 	return e;
+}
+
+/* Decodes one symbol of a table whose second levels are at sub: the same array past its
+ * root for a whole table, device memory for the GPU warp inflater's split ones (bits must
+ * hold >= 15). */
+KILN_HD uint32_t kiln_infl_lookup_split(const uint32_t *table, const uint32_t *sub, uint32_t tb, kiln_bits *b)
+{
+	return kiln_infl_lookup_rest(sub, tb, b, table[b->buf & ((1u << tb) - 1)]);
 }
 
 /* Decodes one symbol of a table (bits must hold >= 15). */
@@ -506,21 +520,27 @@ KILN_HD int kiln_infl_stored(kiln_bits *b, uint32_t len, uint8_t *out, size_t *o
 	return KILN_INFL_OK;
 }
 
+/* The length or distance of a length or distance entry e (base and extra-bit count) with
+ * its extra bits, which the reader holds, consumed. */
+KILN_HD uint32_t kiln_infl_base_extra(kiln_bits *b, uint32_t e)
+{
+	uint32_t extra = (e >> 12) & 15u;
+	uint32_t v = (e >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
+	kiln_bits_drop(b, extra);
+	return v;
+}
+
 /* A match's length (its extra bits after the length code e) and distance (code and extra
  * bits) from a distance table split as for kiln_infl_lookup_split; 0 for an invalid
  * distance code. */
 KILN_HD int kiln_infl_len_dist_split(const uint32_t *dist_table, const uint32_t *dist_sub, kiln_bits *b, uint32_t e,
 				     uint32_t *len, uint32_t *dist)
 {
-	uint32_t extra = (e >> 12) & 15u;
-	*len = (e >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
-	kiln_bits_drop(b, extra);
+	*len = kiln_infl_base_extra(b, e);
 	uint32_t d = kiln_infl_lookup_split(dist_table, dist_sub, KILN_INFL_DIST_BITS, b);
 	if (KILN_INFL_KIND(d) != KILN_INFL_LEN)
 		return 0;
-	extra = (d >> 12) & 15u;
-	*dist = (d >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
-	kiln_bits_drop(b, extra);
+	*dist = kiln_infl_base_extra(b, d);
 	return 1;
 }
 

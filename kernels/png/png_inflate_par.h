@@ -369,44 +369,30 @@ KILN_HD void kiln_infl_copy16(uint16_t *out, size_t o, uint32_t w, uint32_t dist
 	}
 }
 
-/* The end of a lookup of the literal/length table whose root entry e (at the reader's
- * bits) is no literal of up to 10 bits: the second level of a longer code, then the code's
- * bits consumed, as kiln_infl_lookup. */
-KILN_HD uint32_t kiln_infl_lookup16_rest(const uint32_t *table, kiln_bits *b, uint32_t e)
+/* The end of a lookup of the literal/length table whose root entry e is no literal of up
+ * to 10 bits (kiln_infl_lookup_rest on a whole table). */
+KILN_HD uint32_t kiln_infl_lit_rest(const uint32_t *lit, kiln_bits *b, uint32_t e)
 {
-	if (KILN_INFL_KIND(e) == KILN_INFL_LINK) {
-		uint32_t sb = (e >> 12) & 15u;
-		e = table[(e >> 16) + ((uint32_t)(b->buf >> KILN_INFL_LIT_BITS) & ((1u << sb) - 1))];
-		kiln_bits_drop(b, KILN_INFL_LIT_BITS);
-	}
-	kiln_bits_drop(b, e & 0xFFu);
-	return e;
+	return kiln_infl_lookup_rest(lit + (1u << KILN_INFL_LIT_BITS), KILN_INFL_LIT_BITS, b, e);
 }
 
 /* kiln_infl_len_dist for kiln_infl_huffman16, a distance code of up to 8 bits (most of
  * them) taken apart first, as the literals are: the second level's instructions stay out of
  * the path of those matches. */
-KILN_HD int kiln_infl_len_dist16(const kiln_inflate_tables *t, kiln_bits *b, uint32_t e, uint32_t *len, uint32_t *dist)
+KILN_HD int kiln_infl_len_dist16(const kiln_inflate_tables *t, kiln_bits *b, uint32_t e, uint32_t *len,
+				 uint32_t *dist)
 {
-	uint32_t extra = (e >> 12) & 15u;
-	*len = (e >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
-	kiln_bits_drop(b, extra);
+	*len = kiln_infl_base_extra(b, e);
 	uint32_t d = t->dist[b->buf & ((1u << KILN_INFL_DIST_BITS) - 1)];
 	if (KILN_INFL_KIND(d) != KILN_INFL_LEN) {
-		if (KILN_INFL_KIND(d) == KILN_INFL_LINK) {
-			uint32_t sb = (d >> 12) & 15u;
-			d = t->dist[(d >> 16) + ((uint32_t)(b->buf >> KILN_INFL_DIST_BITS) & ((1u << sb) - 1))];
-			kiln_bits_drop(b, KILN_INFL_DIST_BITS);
-		}
+		d = kiln_infl_link(t->dist + (1u << KILN_INFL_DIST_BITS), KILN_INFL_DIST_BITS, b, d);
 		if (KILN_INFL_KIND(d) != KILN_INFL_LEN) {
 			kiln_bits_drop(b, d & 0xFFu);
 			return 0;
 		}
 	}
 	kiln_bits_drop(b, d & 0xFFu);
-	extra = (d >> 12) & 15u;
-	*dist = (d >> 16) + (uint32_t)(b->buf & ((1u << extra) - 1));
-	kiln_bits_drop(b, extra);
+	*dist = kiln_infl_base_extra(b, d);
 	return 1;
 }
 
@@ -511,7 +497,7 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 		if (KILN_INFL_KIND(e) == KILN_INFL_LIT) {
 			kiln_bits_drop(b, e & 0xFFu);
 		} else {
-			e = kiln_infl_lookup16_rest(t->lit, b, e);
+			e = kiln_infl_lit_rest(t->lit, b, e);
 			if (KILN_INFL_KIND(e) != KILN_INFL_LIT)
 				goto other;
 		}
@@ -527,7 +513,7 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 		if (KILN_INFL_KIND(e) == KILN_INFL_LIT) {
 			kiln_bits_drop(b, e & 0xFFu);
 		} else {
-			e = kiln_infl_lookup16_rest(t->lit, b, e);
+			e = kiln_infl_lit_rest(t->lit, b, e);
 			if (KILN_INFL_KIND(e) != KILN_INFL_LIT) {
 				if (b->count < 48)
 					kiln_infl_refill16(b, lim, &stop, &top);
@@ -656,25 +642,19 @@ KILN_HD void kiln_infl_block_build(kiln_infl_block *k, const uint8_t *in, size_t
 	k->ok = kiln_infl_tables_at(&k->t, in, len, bit, &k->bfinal, &k->data);
 }
 
-/* The built tables of entry i's block in blocks (NULL: none given), or NULL. */
-KILN_HD const kiln_infl_block *kiln_infl_block_of(const kiln_infl_block *blocks, const kiln_infl_entry *e,
-						 uint32_t i)
-{
-	uint32_t k = e[e[i].src].block;
-	return blocks && k != KILN_INFL_NO_BLOCK ? &blocks[k] : (const kiln_infl_block *)0;
-}
-
-/* The tables a probe or piece of entry i starts with: its block's built ones, else built
- * into t; kiln_infl_tables_at's verdict, BFINAL and data bit. */
+/* The tables a probe or piece of entry i starts with: its block's built ones in blocks
+ * (NULL: none given), else built into t; kiln_infl_tables_at's verdict, BFINAL and data
+ * bit. */
 KILN_HD const kiln_inflate_tables *kiln_infl_first_tables(kiln_inflate_tables *t, const kiln_infl_block *blocks,
 							const uint8_t *in, size_t len, const kiln_infl_entry *e,
 							uint32_t i, int *ok, uint32_t *bfinal, uint64_t *data)
 {
-	const kiln_infl_block *k = kiln_infl_block_of(blocks, e, i);
-	if (!k) {
+	uint32_t kb = e[e[i].src].block;
+	if (!blocks || kb == KILN_INFL_NO_BLOCK) {
 		*ok = kiln_infl_tables_at(t, in, len, e[e[i].src].bit, bfinal, data);
 		return t;
 	}
+	const kiln_infl_block *k = &blocks[kb];
 	*ok = k->ok;
 	*bfinal = k->bfinal;
 	*data = k->data;
@@ -715,7 +695,7 @@ KILN_HD uint32_t kiln_infl_entries(const uint64_t *cand, uint32_t ncand, size_t 
 /* Step 1 for entry i of e[0, n): its first symbol boundaries (a mid entry's with the
  * tables of its header entry; a header entry's after its header) before the next entry
  * and 64 bits before the input's end, and the output before each; none when the header
- * is no Huffman block's. The block's tables come from blocks (kiln_infl_block_of), else
+ * is no Huffman block's. The block's tables come from blocks (kiln_infl_first_tables), else
  * are built into scratch. */
 KILN_HD void kiln_infl_probe(kiln_inflate_tables *scratch, const kiln_infl_block *blocks, const uint8_t *in,
 			     size_t len, kiln_infl_entry *e, uint32_t n, uint32_t i)
@@ -804,7 +784,7 @@ KILN_HD uint32_t kiln_infl_refs(const kiln_infl_entry *e, uint32_t i)
  * offset, or KILN_INFL_BASE_UNKNOWN (step 2: the limit is then total + KILN_INFL_SLACK,
  * and a mid entry's symbols go to its slot with references for its first ones,
  * kiln_infl_unslot). Per block, what kiln_inflate_raw does. A mid entry's first block
- * decodes with its tables from blocks (kiln_infl_block_of) where they are built; every
+ * decodes with its tables from blocks (kiln_infl_first_tables) where they are built; every
  * other block's tables are built into t. */
 KILN_HD void kiln_infl_piece(kiln_inflate_tables *t, const kiln_infl_block *blocks, const uint8_t *in, size_t len,
 			     const kiln_infl_entry *e, uint32_t n, uint32_t i, uint32_t skip, uint16_t *out, size_t wcap,
