@@ -239,7 +239,6 @@ KILN_HD void astc_bise_put(astc_bits128 *b, int pos, int r, int count, const uin
 {
 	const astc_range *q = &astc_ranges[r];
 	int nb = q->bits;
-	int end = pos + astc_bise_bits(r, count);
 	if (!q->trits && !q->quints) {
 		KILN_ROLLED for (int i = 0; i < count; i++)
 			astc_bits128_put(b, pos + i * nb, nb, vals[i]);
@@ -255,16 +254,14 @@ KILN_HD void astc_bise_put(astc_bits128 *b, int pos, int r, int count, const uin
 			mul *= q->trits ? 3u : 5u;
 		}
 		packed = q->trits ? astc_trit_enc[idx] : astc_quint_enc[idx];
+		/* each value's bits and its share of the group's trit or quint bits in one field;
+		 * past the stream's end (a short final group) both are zero (the values are 0 and
+		 * the table keeps those bits zero), so the whole group is ORed in */
 		KILN_ROLLED for (int i = 0; i < group; i++) {
 			uint32_t lo = g + i < count ? vals[g + i] & ((1u << nb) - 1u) : 0;
-			if (pos < end)
-				astc_bits128_put(b, pos, nb, lo);
-			pos += nb;
-			/* the table keeps the bits past a short final group zero */
-			if (pos < end)
-				astc_bits128_put(b, pos, split[i], packed);
+			astc_bits128_put(b, pos, nb + split[i], lo | (packed & ((1u << split[i]) - 1u)) << nb);
 			packed >>= split[i];
-			pos += split[i];
+			pos += nb + split[i];
 		}
 	}
 }
@@ -461,13 +458,16 @@ KILN_HD void astc_set4_bc(int *e, int r, int g, int b, int a)
  * Returns 0 for an HDR mode (its texels decode to the error colour in LDR). */
 KILN_HD int astc_decode_endpoints(int cem, const uint8_t *vin, int *e0, int *e1)
 {
+	/* the modes with bit transfer (odd CEMs) work on a copy of their values; the others
+	 * read them where they are */
 	int v[8];
-	KILN_ROLLED for (int i = 0; i < astc_cem_values(cem); i++)
-		v[i] = vin[i];
+	if (cem & 1)
+		KILN_ROLLED for (int i = 0; i < astc_cem_values(cem); i++)
+			v[i] = vin[i];
 	switch (cem) {
 	case 0:
-		astc_set4(e0, v[0], v[0], v[0], 255);
-		astc_set4(e1, v[1], v[1], v[1], 255);
+		astc_set4(e0, vin[0], vin[0], vin[0], 255);
+		astc_set4(e1, vin[1], vin[1], vin[1], 255);
 		return 1;
 	case 1: {
 		int l0 = (v[0] >> 2) | (v[1] & 0xC0);
@@ -479,8 +479,8 @@ KILN_HD int astc_decode_endpoints(int cem, const uint8_t *vin, int *e0, int *e1)
 		return 1;
 	}
 	case 4:
-		astc_set4(e0, v[0], v[0], v[0], v[2]);
-		astc_set4(e1, v[1], v[1], v[1], v[3]);
+		astc_set4(e0, vin[0], vin[0], vin[0], vin[2]);
+		astc_set4(e1, vin[1], vin[1], vin[1], vin[3]);
 		return 1;
 	case 5:
 		astc_bit_transfer_signed(&v[1], &v[0]);
@@ -489,18 +489,18 @@ KILN_HD int astc_decode_endpoints(int cem, const uint8_t *vin, int *e0, int *e1)
 		astc_set4(e1, v[0] + v[1], v[0] + v[1], v[0] + v[1], v[2] + v[3]);
 		break;
 	case 6:
-		astc_set4(e0, (v[0] * v[3]) >> 8, (v[1] * v[3]) >> 8, (v[2] * v[3]) >> 8, 255);
-		astc_set4(e1, v[0], v[1], v[2], 255);
+		astc_set4(e0, (vin[0] * vin[3]) >> 8, (vin[1] * vin[3]) >> 8, (vin[2] * vin[3]) >> 8, 255);
+		astc_set4(e1, vin[0], vin[1], vin[2], 255);
 		return 1;
 	case 8:
 	case 12: {
-		int a0 = cem == 12 ? v[6] : 255, a1 = cem == 12 ? v[7] : 255;
-		if (v[1] + v[3] + v[5] >= v[0] + v[2] + v[4]) {
-			astc_set4(e0, v[0], v[2], v[4], a0);
-			astc_set4(e1, v[1], v[3], v[5], a1);
+		int a0 = cem == 12 ? vin[6] : 255, a1 = cem == 12 ? vin[7] : 255;
+		if (vin[1] + vin[3] + vin[5] >= vin[0] + vin[2] + vin[4]) {
+			astc_set4(e0, vin[0], vin[2], vin[4], a0);
+			astc_set4(e1, vin[1], vin[3], vin[5], a1);
 		} else {
-			astc_set4_bc(e0, v[1], v[3], v[5], a1);
-			astc_set4_bc(e1, v[0], v[2], v[4], a0);
+			astc_set4_bc(e0, vin[1], vin[3], vin[5], a1);
+			astc_set4_bc(e1, vin[0], vin[2], vin[4], a0);
 		}
 		return 1;
 	}
@@ -525,8 +525,8 @@ KILN_HD int astc_decode_endpoints(int cem, const uint8_t *vin, int *e0, int *e1)
 		break;
 	}
 	case 10:
-		astc_set4(e0, (v[0] * v[3]) >> 8, (v[1] * v[3]) >> 8, (v[2] * v[3]) >> 8, v[4]);
-		astc_set4(e1, v[0], v[1], v[2], v[5]);
+		astc_set4(e0, (vin[0] * vin[3]) >> 8, (vin[1] * vin[3]) >> 8, (vin[2] * vin[3]) >> 8, vin[4]);
+		astc_set4(e1, vin[0], vin[1], vin[2], vin[5]);
 		return 1;
 	default:
 		return 0;
