@@ -1035,6 +1035,38 @@ KILN_HD int astc_enc_round64(float v)
 	return r < 0 ? 0 : (r > 64 ? 64 : r);
 }
 
+/* floor(num / den) for 0 <= num < 2^53 and 0 < den < 2^53, from doubles: both operands
+ * convert exactly and the rounded quotient is off by at most one, which the integer
+ * products correct (they stay below 2^63 for astc_enc_round_ratio8's quotients, < 256). */
+KILN_HD int64_t astc_enc_div_by_double(int64_t num, int64_t den)
+{
+	int64_t q = (int64_t)((double)num / (double)den);
+	if (q * den > num)
+		q--;
+	else if ((q + 1) * den <= num)
+		q++;
+	return q;
+}
+
+/* n / det (det > 0) rounded half away from zero and clamped to 0..255, for |n| < 2^49 and
+ * det < 2^42 (astc_enc_lsq's sums). A negative n gives 0 and a quotient past 255 is seen
+ * without dividing; the rest is floor((2 n + det) / (2 det)), which the GPU takes from
+ * doubles: its 64-bit integer division is a long software routine whose registers set
+ * the whole kernel's (168 with it, 128 without: 8 CTAs an SM instead of 6). */
+KILN_HD int astc_enc_round_ratio8(int64_t n, int64_t det)
+{
+	if (n < 0)
+		return 0;
+	int64_t num = 2 * n + det, den = 2 * det;
+	if (num >= 256 * den)
+		return 255;
+#ifdef __CUDA_ARCH__
+	return (int)astc_enc_div_by_double(num, den);
+#else
+	return (int)(num / den);
+#endif
+}
+
 /* Endpoints of one partition by least squares against integer texel weights w1 (0..64):
  * minimise sum((64-w1) e0 + w1 e1 - 64 x)^2 per channel k0..k1-1, solved exactly in 64-bit
  * integers and rounded to nearest, from the partition's sums (astc_enc_refit): texels
@@ -1053,10 +1085,8 @@ KILN_HD int astc_enc_lsq(int32_t cnt, int32_t s1, int32_t c2, const int32_t *px,
 		int64_t d1 = 64 * (int64_t)pw[k], d0 = 4096 * (int64_t)px[k] - d1;
 		int64_t n0 = c * d0 - b * d1, n1 = a * d1 - b * d0;
 		/* round half away from zero, then clamp */
-		int64_t q0 = n0 >= 0 ? (2 * n0 + det) / (2 * det) : -((-2 * n0 + det) / (2 * det));
-		int64_t q1 = n1 >= 0 ? (2 * n1 + det) / (2 * det) : -((-2 * n1 + det) / (2 * det));
-		e0[k] = q0 < 0 ? 0 : (q0 > 255 ? 255 : (int)q0);
-		e1[k] = q1 < 0 ? 0 : (q1 > 255 ? 255 : (int)q1);
+		e0[k] = astc_enc_round_ratio8(n0, det);
+		e1[k] = astc_enc_round_ratio8(n1, det);
 	}
 	return 1;
 }

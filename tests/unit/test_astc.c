@@ -631,6 +631,37 @@ Test(astc_encode, fast_interpolation_matches_the_decoder)
 	cr_expect_eq(bad, 0);
 }
 
+/* The endpoints' rounded ratio (astc_enc_round_ratio8) is the rounding of astc_enc_lsq's
+ * first form (half away from zero, then clamped), and the GPU's quotient from doubles is
+ * the integer one, over random operands of every magnitude the sums reach and next to
+ * the roundings' ties. */
+Test(astc_encode, endpoint_ratio_rounds_as_the_integer_division)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	int bad_ratio = 0, bad_div = 0;
+	for (int t = 0; t < 2000000; t++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		int64_t det = (int64_t)(x % ((1ull << (1 + t % 41)))) + 1;
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		int64_t n;
+		if (t % 3 == 0) /* near a tie: (2 q + 1) det / 2 +- a little */
+			n = ((int64_t)(2 * (x % 300)) + 1) * det / 2 + (int64_t)(x >> 60) - 8;
+		else
+			n = (int64_t)(x % (1ull << (1 + t % 48))) * (x >> 63 ? -1 : 1);
+		int64_t q = n >= 0 ? (2 * n + det) / (2 * det) : -((-2 * n + det) / (2 * det));
+		int want = q < 0 ? 0 : (q > 255 ? 255 : (int)q);
+		bad_ratio += astc_enc_round_ratio8(n, det) != want;
+		if (n >= 0 && 2 * n + det < 256 * 2 * det)
+			bad_div += astc_enc_div_by_double(2 * n + det, 2 * det) != (2 * n + det) / (2 * det);
+	}
+	cr_expect_eq(bad_ratio, 0);
+	cr_expect_eq(bad_div, 0);
+}
+
 /* The transposed infill taps of every weight grid of every footprint (what
  * astc_enc_grid_from_texels gathers over and polish visits) list, per grid point, each
  * texel that reads it with a non-zero factor once, with that factor, in texel order; and
