@@ -5,9 +5,9 @@
 // Most blocks want only the first stage (one partition, one plane) and some want the
 // later ones (second plane; 2-4 partitions), which cost as much again each: run block by
 // block, a warp would wait on its slowest block at every stage. Each CTA therefore takes
-// a run of ASTC_GPU_CHUNK blocks, runs the first stage over all of them, lists in shared
-// memory the blocks that want the next stage, runs that stage over the list with every
-// thread, and so on: the threads of a stage all do that stage's work.
+// a run of blocks (ASTC_GPU_CHUNK at most), runs the first stage over all of them, lists
+// in shared memory the blocks that want the next stage, runs that stage over the list
+// with every thread, and so on: the threads of a stage all do that stage's work.
 //
 // The per-footprint encoder context (astc_enc_ctx: block modes, infill taps, partition
 // patterns, ~200 KB) is built on the host by astc_enc_ctx_init and copied once per device
@@ -29,22 +29,26 @@ extern "C" {
 #include "kernels/cuda_util.cuh"
 
 // Threads (blocks of texels in flight) per CTA, and the CTAs an SM must hold (0: no
-// bound). Measured on an H100 (batch of 32 Kodak images) with the search out of line
-// (astc_enc.h, ASTC_ENC_OUTLINE): 64 threads and no bound (168 registers, 7.9 KB stack,
-// 6 CTAs per SM) ran 4x4 fast 10% and 8x8 medium 11% faster than 64 x 8 (128 registers),
-// more than 64 x 10 (96) and 64 x 16 (64); 128 x 4 ran 4x4 the same and 8x8 3-7% slower.
-// The kernel waits on local-memory accesses more than on registers or occupancy; the size
-// of the frame does not matter (arrays sized for 4x4, 3.8 KB instead of 7.9, ran as fast).
+// bound), which caps the registers: 768 x 1 gives 80 (65536 / 768, rounded down to 8).
+// Large CTAs pool more blocks into each later stage's list (below), so that the threads
+// of a warp run the same stage's code on blocks of like cost; fewer registers (the
+// encoder's calls spill a few) let more threads hide the local-memory waits. Measured on
+// an H100 (batch of 32 Kodak images, kernel only, 2026-11-23, docs/PERFORMANCE.md), in
+// Mpix/s at 4x4 / 6x6 / 8x8: fast 605 / 432 / 328 and medium 92.6 / 61.5 / 37.9 with 64
+// threads and no bound (128 registers); 768 x 1 (80): fast 788 / 501 / 437 and medium
+// 117.1 / 68.3 / 45.5, the best of 256 x 3 and 384 x 2 (80), 256 x 4, 512 and 1024
+// (64), 256 and 512 x 1 (128), 32 and 128.
 #ifndef ASTC_GPU_THREADS
-#define ASTC_GPU_THREADS 64
+#define ASTC_GPU_THREADS 768
 #endif
 #ifndef ASTC_GPU_MIN_CTAS
-#define ASTC_GPU_MIN_CTAS 0
+#define ASTC_GPU_MIN_CTAS 1
 #endif
-// Blocks per CTA (2 a thread): enough for a later stage's list to keep most threads busy,
-// few enough for a batch to make many waves of CTAs (a short last wave). On an H100, 128
-// ran 8x8 fast 8% and 8x8 medium 19% faster than 256, 4x4 the same; 512 had run 8x8
-// 16-40% slower than 256.
+// The most blocks a CTA takes (2 a thread): enough for a later stage's list to keep most
+// threads busy. With 256 x 3, 1 a thread ran medium 3-7% faster and fast 9% slower at
+// 4x4; 3 a thread, every row 2-16% slower. A batch of fewer blocks than the SMs can hold
+// at this length takes shorter runs (kiln_astc_encode_gpu), so that it still spreads
+// over every SM.
 #ifndef ASTC_GPU_CHUNK
 #define ASTC_GPU_CHUNK (2 * ASTC_GPU_THREADS)
 #endif
@@ -225,22 +229,23 @@ __device__ static void want_next(astc_gpu_list *lists, const astc_enc_effort *ef
 	}
 }
 
-// Blocks [blockIdx.x * ASTC_GPU_CHUNK, + ASTC_GPU_CHUNK) of the batch, stage by stage.
+// Blocks [blockIdx.x * run_len, + run_len) of the batch (run_len <= ASTC_GPU_CHUNK), stage
+// by stage.
 // A thread takes the stage's next block when it is done with one (taken[stage]): the cost
 // of a block varies a lot, and a fixed share per thread left the others waiting at the
 // stage's barrier. The order of a list depends on timing; each block's stages do not.
 template <int fixed_quality>
 __global__ void ASTC_GPU_BOUNDS
 astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
-		   uint32_t count, uint64_t total, int srgb, int runtime_quality)
+		   uint32_t count, uint64_t total, uint32_t run_len, int srgb, int runtime_quality)
 {
 	__shared__ astc_gpu_list lists[ASTC_ENC_STAGES - 1];
 	__shared__ uint32_t taken[ASTC_ENC_STAGES];
 	int quality = fixed_quality >= 0 ? fixed_quality : runtime_quality;
 	astc_enc_effort ef;
 	astc_enc_effort_of(quality, &ef);
-	uint64_t first = (uint64_t)blockIdx.x * ASTC_GPU_CHUNK;
-	uint32_t run = (uint32_t)(total - first < ASTC_GPU_CHUNK ? total - first : ASTC_GPU_CHUNK);
+	uint64_t first = (uint64_t)blockIdx.x * run_len;
+	uint32_t run = (uint32_t)(total - first < run_len ? total - first : run_len);
 	if (threadIdx.x < ASTC_ENC_STAGES - 1)
 		lists[threadIdx.x].count = 0;
 	if (threadIdx.x < ASTC_ENC_STAGES)
@@ -337,7 +342,15 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 	// and the hardware scheduler balances many short CTAs better than a loop would. The
 	// grid's limit (2^31 - 1 CTAs, 2.7e11 blocks, 4.4 TB of output) is past any batch
 	// that fits a device; a larger one is refused rather than left partly unencoded.
-	uint64_t need = (total + ASTC_GPU_CHUNK - 1) / ASTC_GPU_CHUNK;
+	// Runs of ASTC_GPU_CHUNK blocks, or as many as spread the batch over every SM where
+	// it is smaller than that.
+	int dev = 0, sms = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
+		return KILN_ERR_CUDA;
+	uint64_t per_sm = (total + (uint64_t)sms - 1) / (uint64_t)sms;
+	uint32_t run_len = per_sm < ASTC_GPU_CHUNK ? (uint32_t)per_sm : ASTC_GPU_CHUNK;
+	uint64_t need = (total + run_len - 1) / run_len;
 	if (need > 0x7fffffffu)
 		return KILN_ERR_INVALID_ARG;
 	unsigned grid = (unsigned)need;
@@ -346,13 +359,13 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 	cudaGetLastError(); // so that the check below sees this launch, not an older error
 #if ASTC_GPU_PER_QUALITY
 	if (q == KILN_QUALITY_HIGH)
-		astc_encode_kernel<KILN_QUALITY_HIGH><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb, q);
+		astc_encode_kernel<KILN_QUALITY_HIGH><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, run_len, srgb, q);
 	else if (q == KILN_QUALITY_MEDIUM)
-		astc_encode_kernel<KILN_QUALITY_MEDIUM><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb, q);
+		astc_encode_kernel<KILN_QUALITY_MEDIUM><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, run_len, srgb, q);
 	else
-		astc_encode_kernel<KILN_QUALITY_FAST><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb, q);
+		astc_encode_kernel<KILN_QUALITY_FAST><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, run_len, srgb, q);
 #else
-	astc_encode_kernel<-1><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, srgb, q);
+	astc_encode_kernel<-1><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, run_len, srgb, q);
 #endif
 	return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERR_CUDA;
 }
