@@ -39,6 +39,7 @@
 
 #include <float.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/astc/astc_block.h"
 #include "kernels/codec.h"
@@ -305,35 +306,22 @@ KILN_HD int astc_enc_popcount(uint64_t x)
 #endif
 }
 
-/* The bits of a float, to compare values exactly (-0 apart from +0). */
+/* The bits of a float, to compare values exactly (-0 apart from +0); a fixed-size memcpy
+ * is a register move on either backend. */
 KILN_HD uint32_t astc_enc_float_bits(float f)
 {
-#ifdef __CUDA_ARCH__
-	return __float_as_uint(f);
-#else
-	union {
-		float f;
-		uint32_t u;
-	} b;
-	b.f = f;
-	return b.u;
-#endif
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
 }
 
 /* The least float above a non-negative finite f (x < astc_enc_float_up(f) is x <= f). */
 KILN_HD float astc_enc_float_up(float f)
 {
-#ifdef __CUDA_ARCH__
-	return __uint_as_float(__float_as_uint(f) + 1u);
-#else
-	union {
-		float f;
-		uint32_t u;
-	} b;
-	b.f = f;
-	b.u++;
-	return b.f;
-#endif
+	uint32_t u = astc_enc_float_bits(f) + 1u;
+	float up;
+	memcpy(&up, &u, sizeof up);
+	return up;
 }
 
 /* The 3- and 4-partition patterns of every seed. A pattern's identity up to relabelling
