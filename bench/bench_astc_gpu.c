@@ -150,6 +150,21 @@ static bool selected(uint32_t bw, uint32_t bh, int q)
 	       bench_env_lists("KILN_BENCH_ASTCGPU_QUALITIES", kiln_quality_name((kiln_quality)q), true);
 }
 
+/* A row with the kernel's shape: threads a CTA, registers, stack, CTAs an SM. */
+static void report_kernel(bench_section *sec)
+{
+	char what[160], cell[48];
+	int threads = 0, regs = 0, ctas = 0;
+	size_t local = 0;
+	if (kiln_astc_gpu_kernel_info(&threads, &regs, &local, &ctas) != KILN_OK)
+		return;
+	snprintf(what, sizeof what, "ASTC kernel: %d threads/CTA, %d registers, %zu B local, %d CTAs/SM", threads,
+		 regs, local, ctas);
+	snprintf(cell, sizeof cell, "%.0f%% occupancy", 100.0 * ctas * threads / 2048.0);
+	bench_row_text(sec, what, cell, NULL, NULL);
+	fprintf(stderr, "astcgpu: %s: %s\n", what, cell);
+}
+
 int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *report)
 {
 	if (kiln_gpu_count() == 0) {
@@ -176,18 +191,7 @@ int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *r
 		return 1;
 	}
 	static const uint32_t fps[][2] = {{4, 4}, {6, 6}, {8, 8}};
-	for (int q = KILN_QUALITY_FAST; q <= KILN_QUALITY_HIGH; q++) {
-		char what[160], cell[48];
-		int threads = 0, regs = 0, ctas = 0;
-		size_t local = 0;
-		if (kiln_astc_gpu_kernel_info(q, &threads, &regs, &local, &ctas) == KILN_OK) {
-			snprintf(what, sizeof what, "ASTC %s kernel: %d threads/CTA, %d registers, %zu B local, %d CTAs/SM",
-				 kiln_quality_name((kiln_quality)q), threads, regs, local, ctas);
-			snprintf(cell, sizeof cell, "%.0f%% occupancy", 100.0 * ctas * threads / 2048.0);
-			bench_row_text(sec, what, cell, NULL, NULL);
-			fprintf(stderr, "astcgpu: %s: %s\n", what, cell);
-		}
-	}
+	report_kernel(sec);
 	for (int q = KILN_QUALITY_FAST; q <= KILN_QUALITY_HIGH; q++) { /* fastest first */
 		for (size_t f = 0; f < sizeof fps / sizeof fps[0]; f++) {
 			if (!selected(fps[f][0], fps[f][1], q))

@@ -45,8 +45,7 @@ kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, const kiln_surf
 	return KILN_ERR_NO_GPU;
 }
 
-kiln_status kiln_astc_gpu_kernel_info(int quality, int *threads, int *regs, size_t *local_bytes,
-				      int *ctas_per_sm)
+kiln_status kiln_astc_gpu_kernel_info(int *threads, int *regs, size_t *local_bytes, int *ctas_per_sm)
 {
 	return KILN_ERR_NO_GPU;
 }

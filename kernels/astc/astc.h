@@ -58,11 +58,11 @@ kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, const kiln_surf
 				 uint8_t *const *dst, size_t count, kiln_status *status,
 				 void *d_temp, size_t temp_size, kiln_stream stream);
 
-/* For benchmarks: the GPU kernel of a quality as compiled for the current device: threads
- * per CTA, registers per thread, local (stack) bytes per thread, and CTAs an SM holds
- * (cudaOccupancyMaxActiveBlocksPerMultiprocessor). KILN_ERR_NO_GPU without CUDA. */
-kiln_status kiln_astc_gpu_kernel_info(int quality, int *threads, int *regs, size_t *local_bytes,
-				      int *ctas_per_sm);
+/* For benchmarks: the GPU kernel (one for every quality) as compiled for the current
+ * device: threads per CTA, registers per thread, local (stack) bytes per thread, and CTAs
+ * an SM holds (cudaOccupancyMaxActiveBlocksPerMultiprocessor). KILN_ERR_NO_GPU without
+ * CUDA. */
+kiln_status kiln_astc_gpu_kernel_info(int *threads, int *regs, size_t *local_bytes, int *ctas_per_sm);
 
 /* Decodes the ASTC data of a width x height surface into RGBA8 rows of `stride` bytes, as
  * astcenc decodes to an 8-bit image: `srgb` 0 like `astcenc -dl`, 1 like `astcenc -ds`

@@ -171,13 +171,6 @@ __device__ static void store_block(uint8_t *dst, const uint8_t out[16])
 	}
 }
 
-// One kernel takes the quality as an argument: the whole encoder is inlined into the
-// kernel, and a kernel per quality (ASTC_GPU_PER_QUALITY=1) triples the compile time
-// (minutes of ptxas) for no measured gain (see bench_astc_gpu.c).
-#ifndef ASTC_GPU_PER_QUALITY
-#define ASTC_GPU_PER_QUALITY 0
-#endif
-
 #if ASTC_GPU_MIN_CTAS > 0
 #define ASTC_GPU_BOUNDS __launch_bounds__(ASTC_GPU_THREADS, ASTC_GPU_MIN_CTAS)
 #else
@@ -255,15 +248,15 @@ __device__ static void sort_by_error(const astc_gpu_list *l, astc_gpu_list *out)
 // of a block varies a lot, and a fixed share per thread left the others waiting at the
 // stage's barrier. The order of a list depends on timing (before its sort, on ties);
 // each block's stages do not.
-template <int fixed_quality>
+// One kernel for every quality, an argument: a kernel per quality had tripled the
+// compile time for no measured gain.
 __global__ void ASTC_GPU_BOUNDS
 astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
-		   uint32_t count, uint64_t total, uint32_t run_len, int srgb, int runtime_quality)
+		   uint32_t count, uint64_t total, uint32_t run_len, int srgb, int quality)
 {
 	__shared__ astc_gpu_list lists[ASTC_ENC_STAGES - 1];
 	__shared__ astc_gpu_list order;
 	__shared__ uint32_t taken[ASTC_ENC_STAGES];
-	int quality = fixed_quality >= 0 ? fixed_quality : runtime_quality;
 	astc_enc_effort ef;
 	astc_enc_effort_of(quality, &ef);
 	uint64_t first = (uint64_t)blockIdx.x * run_len;
@@ -381,47 +374,23 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 	int srgb = params->srgb != 0;
 	int q = (int)params->quality;
 	cudaGetLastError(); // so that the check below sees this launch, not an older error
-#if ASTC_GPU_PER_QUALITY
-	if (q == KILN_QUALITY_HIGH)
-		astc_encode_kernel<KILN_QUALITY_HIGH><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, run_len, srgb, q);
-	else if (q == KILN_QUALITY_MEDIUM)
-		astc_encode_kernel<KILN_QUALITY_MEDIUM><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, run_len, srgb, q);
-	else
-		astc_encode_kernel<KILN_QUALITY_FAST><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, run_len, srgb, q);
-#else
-	astc_encode_kernel<-1><<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, run_len, srgb, q);
-#endif
+	astc_encode_kernel<<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, run_len, srgb, q);
 	return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERR_CUDA;
 }
 
-template <typename Kernel>
-static kiln_status kernel_info(Kernel kernel, int *regs, size_t *local_bytes, int *ctas_per_sm)
+// For the benchmark's report: registers, local memory and occupancy of the kernel
+// (declared in astc.h).
+extern "C" kiln_status kiln_astc_gpu_kernel_info(int *threads, int *regs, size_t *local_bytes, int *ctas_per_sm)
 {
 	cudaFuncAttributes a;
 	int per_sm = 0;
-	if (cudaFuncGetAttributes(&a, kernel) != cudaSuccess ||
-	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, ASTC_GPU_THREADS, 0) != cudaSuccess)
+	if (cudaFuncGetAttributes(&a, astc_encode_kernel) != cudaSuccess ||
+	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, astc_encode_kernel, ASTC_GPU_THREADS, 0) !=
+		    cudaSuccess)
 		return KILN_ERR_CUDA;
+	*threads = ASTC_GPU_THREADS;
 	*regs = a.numRegs;
 	*local_bytes = a.localSizeBytes;
 	*ctas_per_sm = per_sm;
 	return KILN_OK;
-}
-
-// For the benchmark's report: registers, local memory and occupancy of the kernel that
-// runs a quality (declared in astc.h).
-extern "C" kiln_status kiln_astc_gpu_kernel_info(int quality, int *threads, int *regs, size_t *local_bytes,
-						 int *ctas_per_sm)
-{
-	*threads = ASTC_GPU_THREADS;
-#if ASTC_GPU_PER_QUALITY
-	if (quality == KILN_QUALITY_HIGH)
-		return kernel_info(astc_encode_kernel<KILN_QUALITY_HIGH>, regs, local_bytes, ctas_per_sm);
-	if (quality == KILN_QUALITY_MEDIUM)
-		return kernel_info(astc_encode_kernel<KILN_QUALITY_MEDIUM>, regs, local_bytes, ctas_per_sm);
-	return kernel_info(astc_encode_kernel<KILN_QUALITY_FAST>, regs, local_bytes, ctas_per_sm);
-#else
-	(void)quality;
-	return kernel_info(astc_encode_kernel<-1>, regs, local_bytes, ctas_per_sm);
-#endif
 }
