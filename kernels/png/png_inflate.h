@@ -332,6 +332,17 @@ KILN_HD uint32_t kiln_infl_lookup_split(const uint32_t *table, const uint32_t *s
 	return kiln_infl_lookup_rest(sub, tb, b, table[b->buf & ((1u << tb) - 1)]);
 }
 
+/* The tests on a symbol of kind `kind` (no literal, no end of block) at output position
+ * o of cap, in kiln_inflate_raw's order: KILN_INFL_OK for a length code the output has
+ * room after, else a full output (past the last image byte libpng only drains the stream
+ * and reports its errors as warnings: the image stands), else bad data. */
+KILN_HD int kiln_infl_match_ok(uint32_t kind, size_t o, size_t cap)
+{
+	if (o >= cap)
+		return KILN_INFL_OUTPUT_FULL;
+	return kind == KILN_INFL_LEN ? KILN_INFL_OK : KILN_INFL_ERR_DATA;
+}
+
 /* Decodes one symbol of a table (bits must hold >= 15). */
 KILN_HD uint32_t kiln_infl_lookup(const uint32_t *table, uint32_t tb, kiln_bits *b)
 {
@@ -589,16 +600,9 @@ KILN_HD int kiln_infl_huffman(const kiln_inflate_tables *t, kiln_bits *b, uint8_
 		}
 		if (kind == KILN_INFL_EOB)
 			break;
-		/* Past the last image byte libpng only drains the stream and reports its
-		 * errors as warnings: the image stands (only EOB and the trailer still count). */
-		if (o >= cap) {
-			rc = KILN_INFL_OUTPUT_FULL;
+		rc = kiln_infl_match_ok(kind, o, cap);
+		if (rc != KILN_INFL_OK)
 			break;
-		}
-		if (kind != KILN_INFL_LEN) {
-			rc = KILN_INFL_ERR_DATA;
-			break;
-		}
 		uint32_t len, dist;
 		if (!kiln_infl_len_dist(t, b, e, &len, &dist)) {
 			rc = KILN_INFL_ERR_DATA;

@@ -531,14 +531,9 @@ KILN_HD int kiln_infl_huffman16(const kiln_inflate_tables *t, kiln_bits *b, cons
 		if (kind != KILN_INFL_LEN || !room) {
 			if (kind == KILN_INFL_EOB)
 				break;
-			if (o >= cap) {
-				rc = KILN_INFL_OUTPUT_FULL;
+			rc = kiln_infl_match_ok(kind, o, cap);
+			if (rc != KILN_INFL_OK)
 				break;
-			}
-			if (kind != KILN_INFL_LEN) {
-				rc = KILN_INFL_ERR_DATA;
-				break;
-			}
 		}
 		uint32_t len, dist;
 		if (!kiln_infl_len_dist16(t, b, e, &len, &dist)) {
