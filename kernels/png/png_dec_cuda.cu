@@ -1015,13 +1015,8 @@ __device__ __noinline__ static void warp_inflate(warp_shared *w, const uint8_t *
 					final = 1;
 				continue;
 			}
-			if (o >= cap) { // as kiln_infl_huffman: past the image, libpng only drains
-				rc = KILN_INFL_OUTPUT_FULL;
-				done = 1;
-				break;
-			}
-			if (kind != KILN_INFL_LEN) {
-				rc = KILN_INFL_ERR_DATA;
+			rc = kiln_infl_match_ok(kind, o, cap);
+			if (rc != KILN_INFL_OK) {
 				done = 1;
 				break;
 			}
