@@ -1540,9 +1540,10 @@ KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint
 }
 
 /* Adds sign times the squared error of each channel of texel i under the tables of its
- * partition to cerr. */
-KILN_HD void astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0, int w1,
-				   int ccs, int sign, int32_t *cerr)
+ * partition to cerr; returns the texel's squared error (astc_enc_texel_err: its callers
+ * that also want that error compute the differences once). */
+KILN_HD uint32_t astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0, int w1,
+				       int ccs, int sign, int32_t *cerr)
 {
 	int d[4];
 	astc_enc_texel_diffs(blk, i, lut, w0, w1, ccs, d);
@@ -1550,6 +1551,7 @@ KILN_HD void astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint8
 	cerr[1] += sign * d[1] * d[1];
 	cerr[2] += sign * d[2] * d[2];
 	cerr[3] += sign * d[3] * d[3];
+	return (uint32_t)(d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + d[3] * d[3]);
 }
 
 /* The infill's sum of every texel (8 + grid weight x factor over its taps; the texel's
@@ -1610,9 +1612,8 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	}
 	uint32_t total = 0;
 	KILN_ROLLED for (int i = 0; i < n; i++) {
-		terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W1[i], ccs);
+		terr[i] = astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, 1, cerr[part[i]]);
 		total += terr[i];
-		astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, 1, cerr[part[i]]);
 	}
 	err = total;
 	/* moves are numbered in sweep order (pos); last: the last one accepted */
@@ -1628,36 +1629,44 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 				uint8_t old = s->weights[pl][j];
 				/* the texels whose infill reads grid point j */
 				int first = g->full ? j : g->tfirst[j], end = g->full ? j + 1 : g->tfirst[j + 1];
-				for (int dir = 0; dir < 2; dir++) {
-					uint8_t nc = ctx->wstep[wr][old][dir];
-					if (nc == old)
-						continue;
-					int b = astc_weight_unquant[wr][nc], step = b - astc_weight_unquant[wr][old];
-					int64_t delta = 0;
+				/* both moves (down [0], up [1]) in one walk over the texels, which
+				 * shares their loads: the second is tried only where the first is
+				 * rejected, and the first is accepted rarely. A move past either end
+				 * of the range (nc = old, step 0) gives each texel its weight and
+				 * error now: delta 0, rejected as it was skipped. The deltas fit in
+				 * 32 bits (at most ASTC_MAX_TEXELS texels of 4 x 255^2). */
+				uint8_t nc0 = ctx->wstep[wr][old][0], nc1 = ctx->wstep[wr][old][1];
+				int a = astc_weight_unquant[wr][old];
+				int b0 = astc_weight_unquant[wr][nc0], b1 = astc_weight_unquant[wr][nc1];
+				int step0 = b0 - a, step1 = b1 - a;
+				int32_t delta0 = 0, delta1 = 0;
+				KILN_ROLLED for (int e = first; e < end; e++) {
+					int i = g->full ? e : g->ttex[e];
+					int w0 = astc_enc_moved_weight(g, sums[pl], e, b0, step0);
+					int w1 = astc_enc_moved_weight(g, sums[pl], e, b1, step1);
+					/* one plane: every channel at w (constants the compiler folds) */
+					uint32_t te0 = dual ? astc_enc_texel_err(blk, i, lut[part[i]], pl == 0 ? w0 : W[0][i], pl == 1 ? w0 : W1[i], ccs)
+							    : astc_enc_texel_err(blk, i, lut[part[i]], w0, w0, 4);
+					uint32_t te1 = dual ? astc_enc_texel_err(blk, i, lut[part[i]], pl == 0 ? w1 : W[0][i], pl == 1 ? w1 : W1[i], ccs)
+							    : astc_enc_texel_err(blk, i, lut[part[i]], w1, w1, 4);
+					delta0 += (int32_t)te0 - (int32_t)terr[i];
+					delta1 += (int32_t)te1 - (int32_t)terr[i];
+				}
+				if (delta0 < 0 || delta1 < 0) {
+					/* accept: commit the texels' weights and errors */
+					int dir = delta0 < 0 ? 0 : 1, b = dir ? b1 : b0, step = dir ? step1 : step0;
+					s->weights[pl][j] = dir ? nc1 : nc0;
 					KILN_ROLLED for (int e = first; e < end; e++) {
 						int i = g->full ? e : g->ttex[e], w = astc_enc_moved_weight(g, sums[pl], e, b, step);
-						/* one plane: every channel at w (constants the compiler folds) */
-						uint32_t te = dual ? astc_enc_texel_err(blk, i, lut[part[i]], pl == 0 ? w : W[0][i], pl == 1 ? w : W1[i], ccs)
-								   : astc_enc_texel_err(blk, i, lut[part[i]], w, w, 4);
-						delta += (int64_t)te - terr[i];
+						astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, -1, cerr[part[i]]);
+						if (!g->full)
+							sums[pl][i] = (uint16_t)(sums[pl][i] + step * (int)g->tfac[e]);
+						W[pl][i] = (uint8_t)w;
+						terr[i] = astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, 1, cerr[part[i]]);
 					}
-					if (delta < 0) {
-						/* accept: commit the texels' weights and errors */
-						s->weights[pl][j] = nc;
-						KILN_ROLLED for (int e = first; e < end; e++) {
-							int i = g->full ? e : g->ttex[e], w = astc_enc_moved_weight(g, sums[pl], e, b, step);
-							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, -1, cerr[part[i]]);
-							if (!g->full)
-								sums[pl][i] = (uint16_t)(sums[pl][i] + step * (int)g->tfac[e]);
-							W[pl][i] = (uint8_t)w;
-							terr[i] = astc_enc_texel_err(blk, i, lut[part[i]], W[0][i], W1[i], ccs);
-							astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, 1, cerr[part[i]]);
-						}
-						err = (uint32_t)((int64_t)err + delta);
-						improved = 1;
-						last = pos;
-						break;
-					}
+					err = (uint32_t)((int64_t)err + (dir ? delta1 : delta0));
+					improved = 1;
+					last = pos;
 				}
 			}
 		}
