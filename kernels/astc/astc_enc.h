@@ -1703,14 +1703,19 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 							continue;
 						const uint8_t *wk = k == ccs ? W1 : W[0];
 						int base = astc_enc_base(ne[0][k], blk->srgb), slope = astc_enc_slope(ne[0][k], ne[1][k], blk->srgb);
-						nerr[k] = 0;
-						KILN_ROLLED for (int i = 0; i < n && now < was; i++) {
+						/* the channel's error is what now gains over it (one sum a texel
+						 * in a register, not nerr[k] in memory); now < was on entry, so
+						 * the test after each texel that adds is the loop's test */
+						int32_t start = now;
+						KILN_ROLLED for (int i = 0; i < n; i++) {
 							if (parts > 1 && part[i] != p)
 								continue;
 							int d = astc_enc_decode_at(base, slope, wk[i], blk->srgb) - (int)blk->px[i][k];
-							nerr[k] += d * d;
 							now += d * d;
+							if (now >= was)
+								break;
 						}
+						nerr[k] = now - start;
 					}
 					int64_t delta = (int64_t)now - was;
 					if (delta < 0) {
