@@ -1687,17 +1687,18 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					/* only the channels whose decoded endpoints move change: their
 					 * errors decoded texel by texel (cheaper than new tables unless
 					 * the partition has over 65 texels) against the tables' */
+					/* the move's error in those channels (now) against their error
+					 * before it (was): the first only grows texel by texel, so the move
+					 * is dropped as soon as it reaches the second */
 					int ne[2][4], ch = 0;
-					astc_enc_decoded_endpoints(s, p, ne[0], ne[1]);
-					for (int k = 0; k < 4; k++)
-						if (ne[0][k] != cur[p][0][k] || ne[1][k] != cur[p][1][k])
-							ch |= 1 << k;
-					/* the move's error in those channels against their error now: the
-					 * first only grows texel by texel, so the move is dropped as soon as
-					 * it reaches the second */
 					int32_t was = 0, now = 0, nerr[4];
-					for (int k = 0; k < 4; k++)
-						was += (ch >> k) & 1 ? cerr[p][k] : 0;
+					astc_enc_decoded_endpoints(s, p, ne[0], ne[1]);
+					for (int k = 0; k < 4; k++) {
+						if (ne[0][k] != cur[p][0][k] || ne[1][k] != cur[p][1][k]) {
+							ch |= 1 << k;
+							was += cerr[p][k];
+						}
+					}
 					for (int k = 0; k < 4 && now < was; k++) {
 						if (!((ch >> k) & 1))
 							continue;
