@@ -1617,11 +1617,11 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	uint8_t *W1 = W[dual];
 	KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 		uint8_t gq[ASTC_MAX_WEIGHTS];
+		/* a full grid's weights are the texels' (no copy through gq) */
+		uint8_t *to = g->full ? W[pl] : gq;
 		KILN_ROLLED for (int j = 0; j < ng; j++)
-			gq[j] = astc_weight_unquant[wr][s->weights[pl][j]];
-		if (g->full)
-			astc_enc_infill(g, n, gq, W[pl]);
-		else
+			to[j] = astc_weight_unquant[wr][s->weights[pl][j]];
+		if (!g->full)
 			astc_enc_infill_sums(g, n, gq, sums[pl], W[pl]);
 	}
 	KILN_ROLLED for (int p = 0; p < parts; p++) {
