@@ -2175,11 +2175,24 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			float e = dec;
 			KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 				float q = 0.0f;
-				KILN_ROLLED for (int j = 0; j < ng; j++) {
-					float d = ideal[pl][j] - ctx->wrecon[m->wrange][near[pl][j]];
-					q += d * d * gr->den[j];
+				if (gr->full) {
+					/* a full grid's den is 16 at every point (each texel its own
+					 * point at factor 16): the sum of d * d * 16 over 16 is the sum of
+					 * d * d bit for bit (scaling by a power of 2 is exact, and so
+					 * commutes with each rounded addition; no value here is near
+					 * overflow) */
+					KILN_ROLLED for (int j = 0; j < ng; j++) {
+						float d = ideal[pl][j] - ctx->wrecon[m->wrange][near[pl][j]];
+						q += d * d;
+					}
+				} else {
+					KILN_ROLLED for (int j = 0; j < ng; j++) {
+						float d = ideal[pl][j] - ctx->wrecon[m->wrange][near[pl][j]];
+						q += d * d * gr->den[j];
+					}
+					q = q / 16.0f;
 				}
-				e += q / 16.0f * lmean[pl] * ((float)ef->est_qw / 16.0f);
+				e += q * lmean[pl] * ((float)ef->est_qw / 16.0f);
 			}
 			for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
 				/* a luminance candidate costs at least the block's distance from gray:
