@@ -665,7 +665,7 @@ Test(astc_encode, endpoint_ratio_rounds_as_the_integer_division)
 /* The transposed infill taps of every weight grid of every footprint (what
  * astc_enc_grid_from_texels gathers over and polish visits) list, per grid point, each
  * texel that reads it with a non-zero factor once, with that factor, in texel order; and
- * the point's factor sum is the sum of every texel's factors for it. */
+ * the point's factor sum is the sum of every texel's factors for it (16 on a full grid). */
 Test(astc_encode, transposed_taps_match_the_infill)
 {
 	astc_enc_ctx *ctx = malloc(sizeof *ctx);
@@ -680,6 +680,9 @@ Test(astc_encode, transposed_taps_match_the_infill)
 			grids++;
 			if (gr->full) {
 				cr_expect_eq(gr->tfirst[ng], 0, "%dx%d: a full grid has no transposed taps", bw, bh);
+				/* astc_enc_estimate leaves out a full grid's den, taking it as 16 */
+				for (int j = 0; j < ng; j++)
+					cr_expect_eq(gr->den[j], 16.0f, "%dx%d: full grid point %d", bw, bh, j);
 				continue;
 			}
 			for (int j = 0; j < ng; j++) {
