@@ -676,12 +676,11 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 			if (fit->part[i] != p)
 				continue;
 			const uint8_t *x = blk->px[i];
-			int ccs = fit->ccs;
 			float d[4];
-			d[0] = ccs == 0 ? 0.0f : (float)x[0] - mean[0];
-			d[1] = ccs == 1 ? 0.0f : (float)x[1] - mean[1];
-			d[2] = ccs == 2 ? 0.0f : (float)x[2] - mean[2];
-			d[3] = ccs == 3 ? 0.0f : (float)x[3] - mean[3];
+			d[0] = (float)x[0] - mean[0];
+			d[1] = (float)x[1] - mean[1];
+			d[2] = (float)x[2] - mean[2];
+			d[3] = (float)x[3] - mean[3];
 			/* the upper triangle, written out (cov[b][a] would add the same products in the
 			 * same order) */
 			cov[0][0] += d[0] * d[0];
@@ -695,6 +694,23 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 			cov[2][3] += d[2] * d[3];
 			cov[3][3] += d[3] * d[3];
 		}
+		/* the channel ccs (if any) is left out of the axis: its row and column are +0, as a
+		 * sum from +0 of products with a difference taken as +0 is (each such product is
+		 * +0 or -0, and +0 plus either is +0), set once here rather than a difference
+		 * taken as 0 per texel */
+		{
+			int ccs = fit->ccs;
+			cov[0][0] = ccs == 0 ? 0.0f : cov[0][0];
+			cov[0][1] = ccs == 0 || ccs == 1 ? 0.0f : cov[0][1];
+			cov[0][2] = ccs == 0 || ccs == 2 ? 0.0f : cov[0][2];
+			cov[0][3] = ccs == 0 || ccs == 3 ? 0.0f : cov[0][3];
+			cov[1][1] = ccs == 1 ? 0.0f : cov[1][1];
+			cov[1][2] = ccs == 1 || ccs == 2 ? 0.0f : cov[1][2];
+			cov[1][3] = ccs == 1 || ccs == 3 ? 0.0f : cov[1][3];
+			cov[2][2] = ccs == 2 ? 0.0f : cov[2][2];
+			cov[2][3] = ccs == 2 || ccs == 3 ? 0.0f : cov[2][3];
+			cov[3][3] = ccs == 3 ? 0.0f : cov[3][3];
+		}
 		for (int a = 1; a < 4; a++)
 			for (int b = 0; b < a; b++)
 				cov[a][b] = cov[b][a];
@@ -705,16 +721,21 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 				v[a] = -v[a];
 		float vv = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
 		float tmin = FLT_MAX, tmax = -FLT_MAX;
+		/* the axis with channel ccs's component taken as 0 for the projection: that term is
+		 * then +0 or -0 as it was (a difference taken as 0 times the component), and adding
+		 * either leaves t as it is (t starts at +0 and a sum is -0 only from -0 + -0, so t is
+		 * never -0) */
+		float u0 = fit->ccs == 0 ? 0.0f : v[0], u1 = fit->ccs == 1 ? 0.0f : v[1];
+		float u2 = fit->ccs == 2 ? 0.0f : v[2], u3 = fit->ccs == 3 ? 0.0f : v[3];
 		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			if (fit->part[i] != p)
 				continue;
 			const uint8_t *x = blk->px[i];
-			int ccs = fit->ccs;
 			float t = 0.0f;
-			t += (ccs == 0 ? 0.0f : (float)x[0] - mean[0]) * v[0];
-			t += (ccs == 1 ? 0.0f : (float)x[1] - mean[1]) * v[1];
-			t += (ccs == 2 ? 0.0f : (float)x[2] - mean[2]) * v[2];
-			t += (ccs == 3 ? 0.0f : (float)x[3] - mean[3]) * v[3];
+			t += ((float)x[0] - mean[0]) * u0;
+			t += ((float)x[1] - mean[1]) * u1;
+			t += ((float)x[2] - mean[2]) * u2;
+			t += ((float)x[3] - mean[3]) * u3;
 			t = vv > 0.0f ? t / vv : 0.0f;
 			float r0 = (float)x[0] - mean[0] - t * v[0], r1 = (float)x[1] - mean[1] - t * v[1];
 			float r2 = (float)x[2] - mean[2] - t * v[2], r3 = (float)x[3] - mean[3] - t * v[3];
