@@ -892,8 +892,22 @@ ASTC_ENC_OUTLINE void astc_enc_grid_correct(const astc_enc_grid *g, int n, const
 		return;
 	float r[ASTC_MAX_TEXELS];
 	KILN_ROLLED for (int it = 0; it < steps; it++) {
-		KILN_ROLLED for (int i = 0; i < n; i++)
-			r[i] = tw[i] * 64.0f - astc_enc_infill16(g, i, grid) / 16.0f;
+		/* astc_enc_infill16 with its test of two_taps out of the loop */
+		if (g->two_taps) {
+			KILN_ROLLED for (int i = 0; i < n; i++) {
+				const astc_infill_tap *t = &g->taps[i];
+				const float *f = g->ffac[i];
+				r[i] = tw[i] * 64.0f - (f[0] * grid[t->idx[0]] + f[1] * grid[t->idx[1]]) / 16.0f;
+			}
+		} else {
+			KILN_ROLLED for (int i = 0; i < n; i++) {
+				const astc_infill_tap *t = &g->taps[i];
+				const float *f = g->ffac[i];
+				float w = f[0] * grid[t->idx[0]] + f[1] * grid[t->idx[1]];
+				w = w + f[2] * grid[t->idx[2]] + f[3] * grid[t->idx[3]];
+				r[i] = tw[i] * 64.0f - w / 16.0f;
+			}
+		}
 		KILN_ROLLED for (int j = 0; j < ng; j++) {
 			float num = 0.0f;
 			KILN_ROLLED for (int e = g->tfirst[j]; e < g->tfirst[j + 1]; e++)
