@@ -892,22 +892,8 @@ ASTC_ENC_OUTLINE void astc_enc_grid_correct(const astc_enc_grid *g, int n, const
 		return;
 	float r[ASTC_MAX_TEXELS];
 	KILN_ROLLED for (int it = 0; it < steps; it++) {
-		/* astc_enc_infill16 with its test of two_taps out of the loop */
-		if (g->two_taps) {
-			KILN_ROLLED for (int i = 0; i < n; i++) {
-				const astc_infill_tap *t = &g->taps[i];
-				const float *f = g->ffac[i];
-				r[i] = tw[i] * 64.0f - (f[0] * grid[t->idx[0]] + f[1] * grid[t->idx[1]]) / 16.0f;
-			}
-		} else {
-			KILN_ROLLED for (int i = 0; i < n; i++) {
-				const astc_infill_tap *t = &g->taps[i];
-				const float *f = g->ffac[i];
-				float w = f[0] * grid[t->idx[0]] + f[1] * grid[t->idx[1]];
-				w = w + f[2] * grid[t->idx[2]] + f[3] * grid[t->idx[3]];
-				r[i] = tw[i] * 64.0f - w / 16.0f;
-			}
-		}
+		KILN_ROLLED for (int i = 0; i < n; i++)
+			r[i] = tw[i] * 64.0f - astc_enc_infill16(g, i, grid) / 16.0f;
 		KILN_ROLLED for (int j = 0; j < ng; j++) {
 			float num = 0.0f;
 			KILN_ROLLED for (int e = g->tfirst[j]; e < g->tfirst[j + 1]; e++)
@@ -1532,60 +1518,42 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 	return best;
 }
 
-/* The tables of a partition's decoded values hold at each weight a texel can have all
- * four channels in one word (channel k in bits 8k..8k+7): a texel's error reads one
- * entry per plane instead of one byte per channel (on the GPU, where the tables are in
- * local memory, one load instead of four). The weights are every weight 0..64, or on a
- * full grid only the levels of weight range wr (without infill a texel's weight is one of
- * them; the other entries are left unset). */
-
-/* Sets channel k of the tables lut to its decoded value between endpoints e0 and e1. */
-KILN_HD void astc_enc_lut_channel(int e0, int e1, int srgb, int full, int wr, uint32_t *lut, int k)
+/* The decoded value of one channel between endpoints e0 and e1 at the weights a texel can
+ * have: every weight 0..64, or on a full grid only the levels of weight range wr (without
+ * infill a texel's weight is one of them; the other entries are left unset). */
+KILN_HD void astc_enc_lut_channel(int e0, int e1, int srgb, int full, int wr, uint8_t *lut)
 {
 	int count = full ? astc_ranges[wr].levels : 65, base = astc_enc_base(e0, srgb), slope = astc_enc_slope(e0, e1, srgb);
-	uint32_t keep = ~(0xFFu << (8 * k));
 	KILN_ROLLED for (int t = 0; t < count; t++) {
 		int w = full ? astc_weight_unquant[wr][t] : t;
-		lut[w] = (lut[w] & keep) | (uint32_t)astc_enc_decode_at(base, slope, w, srgb) << (8 * k);
+		lut[w] = (uint8_t)astc_enc_decode_at(base, slope, w, srgb);
 	}
 }
 
-/* The tables of every channel between decoded endpoints e[0] and e[1]. */
-ASTC_ENC_OUTLINE void astc_enc_lut(const int e[2][4], int srgb, int full, int wr, uint32_t *lut)
+/* The decoded value of every channel between decoded endpoints e[0] and e[1]
+ * (astc_enc_lut_channel). */
+ASTC_ENC_OUTLINE void astc_enc_lut(const int e[2][4], int srgb, int full, int wr, uint8_t lut[4][65])
 {
-	int count = full ? astc_ranges[wr].levels : 65;
-	int b0 = astc_enc_base(e[0][0], srgb), b1 = astc_enc_base(e[0][1], srgb);
-	int b2 = astc_enc_base(e[0][2], srgb), b3 = astc_enc_base(e[0][3], srgb);
-	int s0 = astc_enc_slope(e[0][0], e[1][0], srgb), s1 = astc_enc_slope(e[0][1], e[1][1], srgb);
-	int s2 = astc_enc_slope(e[0][2], e[1][2], srgb), s3 = astc_enc_slope(e[0][3], e[1][3], srgb);
-	KILN_ROLLED for (int t = 0; t < count; t++) {
-		int w = full ? astc_weight_unquant[wr][t] : t;
-		lut[w] = (uint32_t)astc_enc_decode_at(b0, s0, w, srgb) | (uint32_t)astc_enc_decode_at(b1, s1, w, srgb) << 8 |
-			 (uint32_t)astc_enc_decode_at(b2, s2, w, srgb) << 16 |
-			 (uint32_t)astc_enc_decode_at(b3, s3, w, srgb) << 24;
-	}
+	for (int k = 0; k < 4; k++)
+		astc_enc_lut_channel(e[0][k], e[1][k], srgb, full, wr, lut[k]);
 }
 
 /* Texel i's decoded minus original value in each channel under the tables of its
- * partition (plane 2 for channel ccs; ccs 4: none). */
-KILN_HD void astc_enc_texel_diffs(const astc_enc_block *blk, int i, const uint32_t *lut, int w0, int w1, int ccs,
-				  int d[4])
+ * partition (plane 2 for channel ccs). */
+KILN_HD void astc_enc_texel_diffs(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0, int w1,
+				  int ccs, int d[4])
 {
 	const uint8_t *x = blk->px[i];
-	uint32_t v = lut[w0];
-	if (ccs < 4) {
-		uint32_t m = 0xFFu << (8 * ccs);
-		v = (v & ~m) | (lut[w1] & m);
-	}
 	/* written out: a loop of 4 is not unrolled at -O2 */
-	d[0] = (int)(v & 0xFFu) - (int)x[0];
-	d[1] = (int)(v >> 8 & 0xFFu) - (int)x[1];
-	d[2] = (int)(v >> 16 & 0xFFu) - (int)x[2];
-	d[3] = (int)(v >> 24) - (int)x[3];
+	d[0] = (int)lut[0][ccs == 0 ? w1 : w0] - (int)x[0];
+	d[1] = (int)lut[1][ccs == 1 ? w1 : w0] - (int)x[1];
+	d[2] = (int)lut[2][ccs == 2 ? w1 : w0] - (int)x[2];
+	d[3] = (int)lut[3][ccs == 3 ? w1 : w0] - (int)x[3];
 }
 
 /* Squared error of texel i under the tables of its partition. */
-KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint32_t *lut, int w0, int w1, int ccs)
+KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0,
+				    int w1, int ccs)
 {
 	int d[4];
 	astc_enc_texel_diffs(blk, i, lut, w0, w1, ccs, d);
@@ -1595,7 +1563,7 @@ KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint
 /* Adds sign times the squared error of each channel of texel i under the tables of its
  * partition to cerr; returns the texel's squared error (astc_enc_texel_err: its callers
  * that also want that error compute the differences once). */
-KILN_HD uint32_t astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint32_t *lut, int w0, int w1,
+KILN_HD uint32_t astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0, int w1,
 				       int ccs, int sign, int32_t *cerr)
 {
 	int d[4];
@@ -1642,7 +1610,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 {
 	uint8_t W[2][ASTC_MAX_TEXELS];
 	uint16_t sums[2][ASTC_MAX_TEXELS];
-	uint32_t lut[4][65];
+	uint8_t lut[4][4][65];
 	uint32_t terr[ASTC_MAX_TEXELS];
 	int32_t cerr[4][4] = {{0}}; /* the error of each partition per channel */
 	int cur[4][2][4]; /* the decoded endpoints of each partition, as in lut */
@@ -1757,19 +1725,14 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 							continue;
 						const uint8_t *wk = k == ccs ? W1 : W[0];
 						int base = astc_enc_base(ne[0][k], blk->srgb), slope = astc_enc_slope(ne[0][k], ne[1][k], blk->srgb);
-						/* the channel's error is what now gains over it (one sum a texel
-						 * in a register, not nerr[k] in memory); now < was on entry, so
-						 * the test after each texel that adds is the loop's test */
-						int32_t start = now;
-						KILN_ROLLED for (int i = 0; i < n; i++) {
+						nerr[k] = 0;
+						KILN_ROLLED for (int i = 0; i < n && now < was; i++) {
 							if (parts > 1 && part[i] != p)
 								continue;
 							int d = astc_enc_decode_at(base, slope, wk[i], blk->srgb) - (int)blk->px[i][k];
+							nerr[k] += d * d;
 							now += d * d;
-							if (now >= was)
-								break;
 						}
-						nerr[k] = now - start;
 					}
 					int64_t delta = (int64_t)now - was;
 					if (delta < 0) {
@@ -1777,7 +1740,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 							cur[p][0][k] = ne[0][k];
 							cur[p][1][k] = ne[1][k];
 							if ((ch >> k) & 1) {
-								astc_enc_lut_channel(ne[0][k], ne[1][k], blk->srgb, g->full, wr, lut[p], k);
+								astc_enc_lut_channel(ne[0][k], ne[1][k], blk->srgb, g->full, wr, lut[p][k]);
 								cerr[p][k] = nerr[k];
 							}
 						}
