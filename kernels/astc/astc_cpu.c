@@ -69,9 +69,10 @@ static int quality_valid(kiln_quality q)
 
 size_t kiln_astc_temp_size(size_t count)
 {
-	/* the descriptors with their spans and the per-footprint tables, plus room to align */
+	/* the descriptors with their spans and the per-footprint tables, the GPU's lists of
+	 * blocks for the later stages, plus room to align */
 	return (count ? count : 1) * (sizeof(astc_cpu_surface) + sizeof(kiln_block_span)) +
-	       sizeof(astc_enc_ctx) + 512;
+	       sizeof(astc_enc_ctx) + ASTC_GPU_QUEUE_BYTES + 512;
 }
 
 kiln_status kiln_astc_encode_cpu(const kiln_astc_params *params, const kiln_surface *src,

@@ -4,10 +4,13 @@
 //
 // Most blocks want only the first stage (one partition, one plane) and some want the
 // later ones (second plane; 2-4 partitions), which cost as much again each: run block by
-// block, a warp would wait on its slowest block at every stage. Each CTA therefore takes
-// a run of blocks (ASTC_GPU_CHUNK at most), runs the first stage over all of them, lists
-// in shared memory the blocks that want the next stage, runs that stage over the list
-// with every thread, and so on: the threads of a stage all do that stage's work.
+// block, a warp would wait on its slowest block at every stage. The grid therefore runs
+// the first stage over every block of the batch, lists in global memory the blocks that
+// want the next stage, runs that stage over the list with every thread, and so on: the
+// threads of a stage all do that stage's work, and a stage that few blocks want is still
+// spread over every SM (a later stage runs one block a thread at most, so its time is
+// that of its slowest block: per CTA, as this kernel ran before, most threads of an SM
+// waited for a few).
 //
 // The per-footprint encoder context (astc_enc_ctx: block modes, infill taps, partition
 // patterns, ~200 KB) is built on the host by astc_enc_ctx_init and copied once per device
@@ -28,29 +31,24 @@ extern "C" {
 }
 #include "kernels/cuda_util.cuh"
 
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+
 // Threads (blocks of texels in flight) per CTA, and the CTAs an SM must hold (0: no
 // bound), which caps the registers: 768 x 1 gives 80 (65536 / 768, rounded down to 8).
-// Large CTAs pool more blocks into each later stage's list (below), so that the threads
-// of a warp run the same stage's code on blocks of like cost; fewer registers (the
-// encoder's calls spill a few) let more threads hide the local-memory waits. Measured on
+// Fewer registers (the encoder's calls spill a few) let more threads hide the
+// local-memory waits. Measured on
 // an H100 (batch of 32 Kodak images, kernel only, 2026-11-23, docs/PERFORMANCE.md), in
 // Mpix/s at 4x4 / 6x6 / 8x8: fast 605 / 432 / 328 and medium 92.6 / 61.5 / 37.9 with 64
 // threads and no bound (128 registers); 768 x 1 (80): fast 788 / 501 / 437 and medium
 // 117.1 / 68.3 / 45.5, the best of 256 x 3 and 384 x 2 (80), 256 x 4, 512 and 1024
-// (64), 256 and 512 x 1 (128), 32 and 128.
+// (64), 256 and 512 x 1 (128), 32 and 128 (with the later stages listed per CTA; with
+// the lists global, unsorted, 256 x 3 and 1024 x 1 were 2-12% slower than 768 x 1).
 #ifndef ASTC_GPU_THREADS
 #define ASTC_GPU_THREADS 768
 #endif
 #ifndef ASTC_GPU_MIN_CTAS
 #define ASTC_GPU_MIN_CTAS 1
-#endif
-// The most blocks a CTA takes (2 a thread): enough for a later stage's list to keep most
-// threads busy. At 768 x 1, 1 a thread ran 4x4 fast 20% and medium 12% slower; with
-// 256 x 3, 3 a thread ran every row 2-16% slower. A batch of fewer blocks than the SMs
-// can hold at this length takes shorter runs (kiln_astc_encode_gpu), so that it still
-// spreads over every SM.
-#ifndef ASTC_GPU_CHUNK
-#define ASTC_GPU_CHUNK (2 * ASTC_GPU_THREADS)
 #endif
 #define ASTC_FOOTPRINTS 14
 #define ASTC_MAX_DEVICES 64
@@ -200,97 +198,151 @@ __device__ static void load_block(const uint8_t *src, uint8_t out[16])
 	}
 }
 
-// The blocks of one CTA that want a stage: their index in the CTA's run and their error.
-struct astc_gpu_list {
-	uint32_t count;
-	uint16_t at[ASTC_GPU_CHUNK];
-	uint32_t err[ASTC_GPU_CHUNK];
+// The blocks of the window that want a later stage (ASTC_ENC_STAGE_ONE + 1 ...): each
+// entry a block's index in the window and its error so far; a stage's list is sorted
+// into `sorted` before the stage runs. The lists and the counters the threads take work
+// from live in the caller's scratch (kiln_astc_temp_size); the counters start at 0.
+struct astc_gpu_entry {
+	uint32_t at;
+	uint32_t err;
 };
+#define ASTC_GPU_BUCKETS 64
+struct astc_gpu_counters {
+	uint32_t taken[ASTC_ENC_STAGES]; // next item of each stage's work
+	uint32_t listed[ASTC_ENC_STAGES - 1];
+	uint32_t hist[ASTC_ENC_STAGES - 1][ASTC_GPU_BUCKETS];
+	uint32_t cursor[ASTC_ENC_STAGES - 1][ASTC_GPU_BUCKETS];
+};
+struct astc_gpu_queue {
+	astc_gpu_counters c;
+	uint32_t pad[(1024 - sizeof(astc_gpu_counters) % 1024) / 4];
+	astc_gpu_entry list[ASTC_ENC_STAGES - 1][ASTC_GPU_WINDOW];
+	astc_gpu_entry sorted[ASTC_GPU_WINDOW];
+};
+static_assert(sizeof(astc_gpu_queue) <= ASTC_GPU_QUEUE_BYTES, "kiln_astc_temp_size leaves room for the queue");
 
-// Puts block `at` of the run on the list of the first stage after `done` that it wants.
-__device__ static void want_next(astc_gpu_list *lists, const astc_enc_effort *ef, int done, int n, uint32_t at,
+// The next item of a counter's work for each calling lane: the lanes of a warp that ask
+// at once take consecutive items with one atomic.
+__device__ static uint32_t take_next(uint32_t *counter)
+{
+	unsigned mask = __activemask();
+	int lane = threadIdx.x & 31, leader = __ffs(mask) - 1;
+	uint32_t base = 0;
+	if (lane == leader)
+		base = atomicAdd(counter, (uint32_t)__popc(mask));
+	base = __shfl_sync(mask, base, leader);
+	return base + (uint32_t)__popc(mask & ((1u << lane) - 1u));
+}
+
+// Puts block `at` of the window on the list of the first stage after `done` that it wants.
+__device__ static void want_next(astc_gpu_queue *q, const astc_enc_effort *ef, int done, int n, uint32_t at,
 				 uint32_t err, const uint32_t *resid)
 {
 	for (int stage = done + 1; stage < ASTC_ENC_STAGES; stage++) {
 		if (astc_enc_stage_wanted(ef, stage, n, err, resid)) {
-			astc_gpu_list *l = &lists[stage - 1];
-			uint32_t k = atomicAdd(&l->count, 1u);
-			l->at[k] = (uint16_t)at;
-			l->err[k] = err;
+			uint32_t k = take_next(&q->c.listed[stage - 1]);
+			q->list[stage - 1][k].at = at;
+			q->list[stage - 1][k].err = err;
 			return;
 		}
 	}
 }
 
-// A stage's list in order of error, largest first (ties in list order), into *out: the
-// gates of a later stage's search depend on the error, so blocks of like error take like
-// paths through it, and a warp takes 32 of them at once (medium 4-10% faster than in the
-// order the blocks were listed; fast the same; smallest first, 3% less).
-__device__ static void sort_by_error(const astc_gpu_list *l, astc_gpu_list *out)
+// An error's bucket, larger errors in lower buckets: its bit length and the bit below the
+// top one.
+__device__ static uint32_t error_bucket(uint32_t e)
 {
-	uint32_t n = l->count;
-	for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-		uint32_t e = l->err[i], rank = 0;
-		for (uint32_t j = 0; j < n; j++) {
-			uint32_t f = l->err[j];
-			rank += f > e || (f == e && j < i);
-		}
-		out->at[rank] = l->at[i];
-		out->err[rank] = e;
-	}
-	if (threadIdx.x == 0)
-		out->count = n;
+	if (e < 2)
+		return ASTC_GPU_BUCKETS - 1 - e;
+	int top = 31 - __clz(e);
+	return ASTC_GPU_BUCKETS - 1 - (uint32_t)(2 * top + ((e >> (top - 1)) & 1u));
 }
 
-// Blocks [blockIdx.x * run_len, + run_len) of the batch (run_len <= ASTC_GPU_CHUNK), stage
-// by stage.
-// A thread takes the stage's next block when it is done with one (taken[stage]): the cost
-// of a block varies a lot, and a fixed share per thread left the others waiting at the
-// stage's barrier. The order of a list depends on timing (before its sort, on ties);
-// each block's stages do not.
+// A later stage's list of n entries into q->sorted by error bucket, largest first (a
+// counting sort; order within a bucket by timing): the gates of a later stage's search
+// depend on the error, so blocks of like error take like paths through it, and a warp
+// takes 32 of them at once (with the lists per CTA, sorting them gave medium 4-10%;
+// here, against the lists unsorted, fast 0-10% and medium 4-10%). Ends with the grid's
+// wait.
+__device__ static void sort_by_error(cg::grid_group &grid, astc_gpu_queue *q, int li, uint32_t n)
+{
+	__shared__ uint32_t counts[ASTC_GPU_BUCKETS], start[ASTC_GPU_BUCKETS];
+	const astc_gpu_entry *l = q->list[li];
+	uint32_t tid = (uint32_t)(blockIdx.x * blockDim.x + threadIdx.x), all = gridDim.x * blockDim.x;
+	if (threadIdx.x < ASTC_GPU_BUCKETS)
+		counts[threadIdx.x] = 0;
+	__syncthreads();
+	for (uint32_t k = tid; k < n; k += all)
+		atomicAdd(&counts[error_bucket(l[k].err)], 1u);
+	__syncthreads();
+	if (threadIdx.x < ASTC_GPU_BUCKETS && counts[threadIdx.x])
+		atomicAdd(&q->c.hist[li][threadIdx.x], counts[threadIdx.x]);
+	grid.sync();
+	if (threadIdx.x == 0) {
+		uint32_t at = 0;
+		for (int b = 0; b < ASTC_GPU_BUCKETS; b++) {
+			start[b] = at;
+			at += *(volatile uint32_t *)&q->c.hist[li][b];
+		}
+	}
+	__syncthreads();
+	for (uint32_t k = tid; k < n; k += all) {
+		astc_gpu_entry e = l[k];
+		uint32_t b = error_bucket(e.err);
+		q->sorted[start[b] + atomicAdd(&q->c.cursor[li][b], 1u)] = e;
+	}
+	grid.sync();
+}
+
+// The batch in windows of ASTC_GPU_WINDOW blocks, each stage by stage over the whole grid:
+// a thread takes the stage's next item when it is done with one (the cost of a block
+// varies a lot), and the grid waits for the stage to end before the next begins (a
+// block's later stage starts from the encoding and error of its earlier one). The grid is
+// as large as the device holds at once (a cooperative launch: grid.sync). The order of a
+// list depends on timing; each block's stages do not.
 // One kernel for every quality, an argument: a kernel per quality had tripled the
 // compile time for no measured gain.
 __global__ void ASTC_GPU_BOUNDS
 astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
-		   uint32_t count, uint64_t total, uint32_t run_len, int srgb, int quality)
+		   uint32_t count, uint64_t total, int srgb, int quality, astc_gpu_queue *q)
 {
-	__shared__ astc_gpu_list lists[ASTC_ENC_STAGES - 1];
-	__shared__ astc_gpu_list order;
-	__shared__ uint32_t taken[ASTC_ENC_STAGES];
+	cg::grid_group grid = cg::this_grid();
 	astc_enc_effort ef;
 	astc_enc_effort_of(quality, &ef);
-	uint64_t first = (uint64_t)blockIdx.x * run_len;
-	uint32_t run = (uint32_t)(total - first < run_len ? total - first : run_len);
-	if (threadIdx.x < ASTC_ENC_STAGES - 1)
-		lists[threadIdx.x].count = 0;
-	if (threadIdx.x < ASTC_ENC_STAGES)
-		taken[threadIdx.x] = 0;
-	__syncthreads();
-	for (uint32_t at = atomicAdd(&taken[0], 1u); at < run; at = atomicAdd(&taken[0], 1u)) {
-		astc_enc_block blk;
-		uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
-		uint8_t out[16];
-		uint32_t err, resid[4];
-		astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, NULL, out, &err, resid);
-		store_block(dst, out);
-		want_next(lists, &ef, ASTC_ENC_STAGE_ONE, blk.n, at, err, resid);
-	}
-	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++) {
-		__syncthreads();
-		sort_by_error(&lists[stage - 1], &order);
-		__syncthreads();
-		const astc_gpu_list *l = &order;
-		for (uint32_t k = atomicAdd(&taken[stage], 1u); k < l->count; k = atomicAdd(&taken[stage], 1u)) {
-			uint32_t at = l->at[k], err = l->err[k];
+	for (uint64_t first = 0; first < total; first += ASTC_GPU_WINDOW) {
+		uint32_t run = (uint32_t)(total - first < ASTC_GPU_WINDOW ? total - first : ASTC_GPU_WINDOW);
+		for (uint32_t at = take_next(&q->c.taken[0]); at < run; at = take_next(&q->c.taken[0])) {
 			astc_enc_block blk;
 			uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
 			uint8_t out[16];
-			load_block(dst, out);
-			uint32_t resid[4];
-			astc_encode_stage(ctx, &blk, &ef, stage, NULL, out, &err, resid);
+			uint32_t err, resid[4];
+			astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, NULL, out, &err, resid);
 			store_block(dst, out);
-			want_next(lists, &ef, stage, blk.n, at, err, resid);
+			want_next(q, &ef, ASTC_ENC_STAGE_ONE, blk.n, at, err, resid);
 		}
+		for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++) {
+			grid.sync();
+			uint32_t listed = *(volatile uint32_t *)&q->c.listed[stage - 1];
+			sort_by_error(grid, q, stage - 1, listed);
+			const astc_gpu_entry *l = q->sorted;
+			for (uint32_t k = take_next(&q->c.taken[stage]); k < listed; k = take_next(&q->c.taken[stage])) {
+				uint32_t at = l[k].at, err = l[k].err;
+				astc_enc_block blk;
+				uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
+				uint8_t out[16];
+				load_block(dst, out);
+				uint32_t resid[4];
+				astc_encode_stage(ctx, &blk, &ef, stage, NULL, out, &err, resid);
+				store_block(dst, out);
+				want_next(q, &ef, stage, blk.n, at, err, resid);
+			}
+		}
+		// the counters start again at 0 for the next window, once every thread is past them
+		grid.sync();
+		if (blockIdx.x == 0)
+			for (uint32_t i = threadIdx.x; i < sizeof q->c / 4; i += blockDim.x)
+				((uint32_t *)&q->c)[i] = 0;
+		grid.sync();
 	}
 }
 
@@ -301,7 +353,7 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 	if (count == 0)
 		return KILN_OK;
 	if (!params || !src || !dst || !status || !d_temp || temp_size < kiln_astc_temp_size(count) ||
-	    temp_size < 255 + count * sizeof(astc_gpu_surface) ||
+	    temp_size < 2 * 255 + count * sizeof(astc_gpu_surface) + sizeof(astc_gpu_queue) ||
 	    (params->quality != KILN_QUALITY_FAST && params->quality != KILN_QUALITY_MEDIUM &&
 	     params->quality != KILN_QUALITY_HIGH) || count > UINT32_MAX)
 		return KILN_ERR_INVALID_ARG;
@@ -310,6 +362,7 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 		return KILN_ERR_INVALID_ARG;
 	cudaStream_t s = (cudaStream_t)stream;
 	astc_gpu_surface *d_surf = (astc_gpu_surface *)(((uintptr_t)d_temp + 255) & ~(uintptr_t)255);
+	astc_gpu_queue *d_queue = (astc_gpu_queue *)(((uintptr_t)(d_surf + count) + 255) & ~(uintptr_t)255);
 
 	// Descriptors of the valid surfaces go up in stack-sized chunks (a pageable copy this
 	// small is staged before cudaMemcpyAsync returns, so the chunk can be refilled at once).
@@ -355,26 +408,27 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 	if (st != KILN_OK)
 		return st;
 
-	// A CTA per run of blocks and no grid-stride loop: the cost of a run varies a lot,
-	// and the hardware scheduler balances many short CTAs better than a loop would. The
-	// grid's limit (2^31 - 1 CTAs, 2.7e11 blocks, 4.4 TB of output) is past any batch
-	// that fits a device; a larger one is refused rather than left partly unencoded.
-	// Runs of ASTC_GPU_CHUNK blocks, or as many as spread the batch over every SM where
-	// it is smaller than that.
-	int dev = 0, sms = 0;
+	// One cooperative launch of as many CTAs as the device holds at once (the kernel
+	// waits for every CTA at each stage's end); its counters start at 0.
+	int dev = 0, sms = 0, coop = 0, per_sm = 0;
 	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
+	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0 ||
+	    cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop ||
+	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, astc_encode_kernel, ASTC_GPU_THREADS, 0) !=
+		    cudaSuccess ||
+	    per_sm <= 0)
 		return KILN_ERR_CUDA;
-	uint64_t per_sm = (total + (uint64_t)sms - 1) / (uint64_t)sms;
-	uint32_t run_len = per_sm < ASTC_GPU_CHUNK ? (uint32_t)per_sm : ASTC_GPU_CHUNK;
-	uint64_t need = (total + run_len - 1) / run_len;
-	if (need > 0x7fffffffu)
-		return KILN_ERR_INVALID_ARG;
-	unsigned grid = (unsigned)need;
+	if (cudaMemsetAsync(d_queue, 0, sizeof(astc_gpu_counters), s) != cudaSuccess)
+		return KILN_ERR_CUDA;
 	int srgb = params->srgb != 0;
 	int q = (int)params->quality;
+	uint32_t nsurf = valid;
+	void *args[] = {(void *)&d_ctx, (void *)&d_surf, (void *)&nsurf, (void *)&total, (void *)&srgb, (void *)&q,
+			(void *)&d_queue};
 	cudaGetLastError(); // so that the check below sees this launch, not an older error
-	astc_encode_kernel<<<grid, ASTC_GPU_THREADS, 0, s>>>(d_ctx, d_surf, valid, total, run_len, srgb, q);
+	if (cudaLaunchCooperativeKernel((const void *)astc_encode_kernel, dim3((unsigned)(sms * per_sm)),
+					dim3(ASTC_GPU_THREADS), args, 0, s) != cudaSuccess)
+		return KILN_ERR_CUDA;
 	return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERR_CUDA;
 }
 

@@ -2485,6 +2485,13 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
  * every candidate would. */
 enum { ASTC_ENC_STAGE_ONE, ASTC_ENC_STAGE_DUAL, ASTC_ENC_STAGE_PARTS, ASTC_ENC_STAGES };
 
+/* The GPU backend (astc_cuda.cu) runs a batch in windows of ASTC_GPU_WINDOW blocks and
+ * lists the blocks that want each later stage in the batch's scratch (kiln_astc_temp_size):
+ * 8 bytes a block of the window for each later stage's list and for the sorted copy of
+ * one, 24 MiB, and its counters. A batch of 32 Kodak images at 4x4 is 786,432 blocks. */
+#define ASTC_GPU_WINDOW (1u << 20)
+#define ASTC_GPU_QUEUE_BYTES (2048 + (size_t)ASTC_ENC_STAGES * ASTC_GPU_WINDOW * 8)
+
 /* The second-plane channels the DUAL stage tries for a block of n texels whose line
  * leaves the residuals resid (astc_enc_fit) and whose error so far is err: none where the
  * largest residual does not pass the residual gates (dual_rgate, dual_rfrac). */

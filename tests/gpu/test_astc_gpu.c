@@ -2,7 +2,8 @@
  * writes the same bytes as kiln_astc_encode_cpu for every one of the 14 footprints, at
  * every quality, sRGB and linear, for random images (sizes that are not multiples of the
  * footprint, with and without alpha) in batches of 1, 7 and 32 surfaces, and for Kodak
- * images; a bad surface fails alone; the encoder's tables survive a device reset. The CPU
+ * images, and for a batch of more blocks than the kernel lists at once; a bad surface
+ * fails alone; the encoder's tables survive a device reset. The CPU
  * encoder is slow at the large footprints and at `high`, so the images stay small there.
  * Without a GPU these tests fail: this binary only runs where a GPU is expected. */
 #include <criterion/criterion.h>
@@ -12,6 +13,7 @@
 #include "common/image.h"
 #include "common/pool.h"
 #include "kernels/astc/astc.h"
+#include "kernels/astc/astc_enc.h"
 #include "kernels/gpu.h"
 #include "tests/gpu/gpu_testutil.h"
 
@@ -249,6 +251,25 @@ Test(astc_gpu, more_surfaces_than_one_upload_chunk, .timeout = 120)
 	static const size_t batches[] = {N, 0};
 	expect_same_bytes(&p, src, N, batches, 0, "150 surfaces");
 	for (int i = 0; i < N; i++)
+		free(img[i].px);
+}
+
+/* A batch of more blocks than the kernel lists at once (ASTC_GPU_WINDOW): its second
+ * window starts from counters the first one reset. 4x4 fast, two surfaces, 1,065,025
+ * blocks in all. */
+Test(astc_gpu, a_batch_past_one_window, .timeout = 300)
+{
+	gpu_test_require_device0("astc_gpu");
+	host_image img[2] = {host_image_random(4128, 4128, 0, 21), host_image_random(3, 4, 1, 22)};
+	kiln_surface src[2] = {img[0].s, img[1].s};
+	kiln_astc_params p;
+	kiln_astc_params_default(&p);
+	p.quality = KILN_QUALITY_FAST;
+	p.block_w = p.block_h = 4;
+	cr_assert_gt(1032u * 1032u + 1u, ASTC_GPU_WINDOW);
+	static const size_t batches[] = {2, 0};
+	expect_same_bytes(&p, src, 2, batches, 0, "two windows");
+	for (int i = 0; i < 2; i++)
 		free(img[i].px);
 }
 
