@@ -35,17 +35,19 @@ extern "C" {
 namespace cg = cooperative_groups;
 
 // Threads (blocks of texels in flight) per CTA, and the CTAs an SM must hold (0: no
-// bound), which caps the registers: 768 x 1 gives 80 (65536 / 768, rounded down to 8).
-// Fewer registers (the encoder's calls spill a few) let more threads hide the
-// local-memory waits. Measured on
-// an H100 (batch of 32 Kodak images, kernel only, 2026-11-23, docs/PERFORMANCE.md), in
-// Mpix/s at 4x4 / 6x6 / 8x8: fast 605 / 432 / 328 and medium 92.6 / 61.5 / 37.9 with 64
-// threads and no bound (128 registers); 768 x 1 (80): fast 788 / 501 / 437 and medium
-// 117.1 / 68.3 / 45.5, the best of 256 x 3 and 384 x 2 (80), 256 x 4, 512 and 1024
-// (64), 256 and 512 x 1 (128), 32 and 128 (with the later stages listed per CTA; with
-// the lists global, unsorted, 256 x 3 and 1024 x 1 were 2-12% slower than 768 x 1).
+// bound), which caps the registers: 640 x 1 gives 96 (65536 / 640, rounded down to 8 and
+// to what ptxas allocates). Fewer registers (the encoder's calls spill a few) let more
+// threads hide the local-memory waits, more registers spill less: measured on an H100
+// (batch of 32 Kodak images, kernel only, docs/PERFORMANCE.md), in Mpix/s at 4x4 / 6x6 /
+// 8x8, fast then medium: with the later stages listed per CTA (2026-11-23), 64 threads
+// and no bound (128 registers) 605 / 432 / 328 and 92.6 / 61.5 / 37.9, 768 x 1 (80) 788 /
+// 501 / 437 and 117.1 / 68.3 / 45.5, the best of 256 x 3 and 384 x 2 (80), 256 x 4, 512
+// and 1024 (64), 256 and 512 x 1 (128), 32 and 128; with the lists global (2026-11-24),
+// 768 x 1 858 / 579 / 417 and 134.5 / 84.7 / 58.3, 640 x 1 (96) 908 / 607 / 422 and
+// 137.0 / 88.4 / 59.2, the best of 512 (128), 576 (96) and 672 x 1 (80) (256 x 3 and
+// 1024 x 1, with the lists unsorted, 2-12% slower than 768 x 1).
 #ifndef ASTC_GPU_THREADS
-#define ASTC_GPU_THREADS 768
+#define ASTC_GPU_THREADS 640
 #endif
 #ifndef ASTC_GPU_MIN_CTAS
 #define ASTC_GPU_MIN_CTAS 1
