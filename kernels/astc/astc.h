@@ -36,7 +36,9 @@ int kiln_astc_footprint_valid(uint32_t block_w, uint32_t block_h);
  * 0 for an invalid footprint or on overflow. */
 size_t kiln_astc_bound(uint32_t width, uint32_t height, uint32_t block_w, uint32_t block_h);
 
-/* Device scratch bytes kiln_astc_encode_gpu needs for a batch of `count` surfaces. */
+/* Device scratch bytes kiln_astc_encode_gpu needs for a batch of `count` surfaces: about
+ * 24 MiB whatever the batch (its lists of blocks for the later stages of the search) and a
+ * little per surface. */
 size_t kiln_astc_temp_size(size_t count);
 
 /* Encodes count surfaces (host memory) into dst[i] (kiln_astc_bound bytes each), blocks in
@@ -49,7 +51,9 @@ kiln_status kiln_astc_encode_cpu(const kiln_astc_params *params, const kiln_surf
 
 /* The same on the current GPU (kernels/astc/astc_cuda.cu): src[i].rgba and dst[i] are
  * device pointers; the arrays src, dst and status are host memory. One kernel launch for
- * the batch, on `stream`; d_temp is device memory of kiln_astc_temp_size(count) bytes.
+ * the batch, on `stream`: a cooperative launch of as many CTAs as the device holds, which
+ * starts once it can have them all; d_temp is device memory of kiln_astc_temp_size(count)
+ * bytes.
  * The call returns once the work is queued (the first call for a footprint on a device
  * also copies the encoder's tables there and waits for that copy): synchronise the stream
  * before reading dst. The bytes are kiln_astc_encode_cpu's. Errors from the launch itself
