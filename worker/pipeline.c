@@ -383,31 +383,32 @@ static void *fetch_main(void *arg)
 	return NULL;
 }
 
-/* Decode threads per GPU from which ASTC's inputs are decoded on the host. The ASTC kernel
- * keeps a GPU busy about 5x longer than decoding the batch's PNG files there, and the
- * decode kernels between its launches slowed it further: Kodak files to ASTC 4x4 fast on
- * one H200 (32 cores), 751.8 images/s decoded on the GPU against 1,105.8 on the host (its
- * decode threads 34% busy), 1,548 against 2,056 on two (73% busy): about 90 Kodak files a
- * second a thread, against ~1,100 a GPU takes. BC1 is the other way round: its kernel is
- * cheap, and the host's threads could not feed a GPU that decodes 4,500 files a second.
- * The count is this pipeline's decode threads (kiln worker --threads, by default the CPUs
- * the worker may use: common/host.h), not the host's cores: a worker given a share of the host (one worker per GPU,
- * --threads = cores / GPUs) decides on what it has. Below 8 a GPU (e.g. --threads 4: ~360
- * files/s on the host) the GPU's own decode (~750 with ASTC beside it) is the faster way. */
+/* Decode threads per GPU from which ASTC's inputs are decoded on the host while the GPUs
+ * have work waiting. The ASTC kernel keeps a GPU busy longer than decoding the batch's
+ * PNG files there (Kodak files, 4x4 fast, one H100 with 16 decode threads: the kernel
+ * 0.43 ms a file, the GPU's decode and the rest of its path about 0.33 ms), while the
+ * host decodes about 90 of them a second a thread: decoded on the host alone, 1,070-1,350
+ * files/s, the decode threads the limit; on the GPU alone, 1,300-1,330, the GPU the limit
+ * (docs/PERFORMANCE.md, worker, session 21). So each file goes to whichever is short of
+ * work: to the GPU undecoded while the encode stage has less than a batch a GPU waiting
+ * (the GPUs would soon have nothing to do), else decoded on the host. With fewer than 8
+ * decode threads a GPU (the worker's --threads, not the host's cores: e.g. --threads 4,
+ * ~360 files/s on the host) every file goes to the GPU. BC1's kernel is cheap: its files
+ * always go to the GPU, which decodes them faster than the host's threads could. */
 #define ASTC_HOST_DECODERS_PER_GPU 8
 
 /* Whether an item's PNG goes to the encode stage undecoded, for a GPU to decode: kiln's
  * decoder is chosen, the file is one the GPU decoder takes fast (kiln_texenc_png_gpu_decodes),
- * a GPU will encode it, the GPU has no better use for its time (ASTC with enough decode
- * threads: above). A PSNR, when wanted, is measured on the GPU too (opts.measure). */
-static bool decode_on_gpu(const kiln_pipeline *p, const item *it, const kiln_pngdec_info *info)
+ * a GPU will encode it, and the GPU has no better use for its time (ASTC: above). A PSNR,
+ * when wanted, is measured on the GPU too (opts.measure). */
+static bool decode_on_gpu(kiln_pipeline *p, const item *it, const kiln_pngdec_info *info)
 {
 	if (p->cfg.png_decoder != KILN_PNG_DECODER_KILN || !kiln_texenc_png_gpu_decodes(info) ||
-	    !kiln_texenc_gpu_supported(it->shard->opts.format))
+	    !kiln_texenc_gpu_supported(it->shard->opts.format) || p->gpus == 0)
 		return false;
 	if (it->shard->opts.format == KILN_TEXFMT_ASTC && p->decode.nthreads >= ASTC_HOST_DECODERS_PER_GPU * p->gpus)
-		return false;
-	return p->gpus > 0;
+		return kiln_queue_count(&p->encode.in) < (size_t)p->cfg.batch * p->gpus;
+	return true;
 }
 
 static void png_opts_of(const kiln_pipeline *p, const shard *sh, kiln_png_transcode_opts *opts)

@@ -122,6 +122,14 @@ void kiln_queue_close(kiln_queue *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
+size_t kiln_queue_count(kiln_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	size_t n = q->count;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
 kiln_qlink *kiln_queue_take_if(kiln_queue *q, bool (*pred)(const kiln_qlink *link))
 {
 	kiln_qlink *taken = NULL, **tail = &taken;

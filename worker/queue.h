@@ -56,6 +56,9 @@ size_t kiln_queue_pop(kiln_queue *q, kiln_qlink **out, size_t max, kiln_qmatch_f
  * head. 0 otherwise. */
 size_t kiln_queue_pop_full(kiln_queue *q, kiln_qlink **out, size_t max, kiln_qmatch_fn match);
 
+/* The links queued now (a moment's figure: others may push or pop right after). */
+size_t kiln_queue_count(kiln_queue *q);
+
 /* Wakes every waiter; pushes fail from now on, pops drain what is left. */
 void kiln_queue_close(kiln_queue *q);
 

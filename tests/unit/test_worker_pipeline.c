@@ -771,6 +771,7 @@ Test(worker_pipeline, queue_takes_one_kind_from_interleaved_items)
 	qexpect(got, kiln_queue_pop(&q, got, 4, same_kind), (int[]){0, 2, 4, 6, -1}, "a");
 	qexpect(got, kiln_queue_pop(&q, got, 4, same_kind), (int[]){1, 3, 5, 7, -1}, "b");
 	cr_expect_eq(q.count, 4);
+	cr_expect_eq(kiln_queue_count(&q), 4);
 	qpush(&q, objs, &id, "ab"); /* 12, 13 behind the rest: 8a 9b 10a 11b 12a 13b */
 	qexpect(got, kiln_queue_pop(&q, got, 8, same_kind), (int[]){8, 10, 12, -1}, "a to the end");
 	cr_expect_eq(((qobj *)q.tail)->id, 13, "the tail is the last link left");
@@ -778,6 +779,7 @@ Test(worker_pipeline, queue_takes_one_kind_from_interleaved_items)
 	qexpect(got, kiln_queue_pop(&q, got, 1, same_kind), (int[]){9, -1}, "one b");
 	qexpect(got, kiln_queue_pop(&q, got, 8, NULL), (int[]){11, 13, 14, -1}, "no match: the run");
 	cr_expect_eq(q.count, 0);
+	cr_expect_eq(kiln_queue_count(&q), 0);
 	cr_expect_null(q.head);
 	cr_expect_null(q.tail);
 	qpush(&q, objs, &id, "ba"); /* an emptied queue takes pushes again */
