@@ -2142,24 +2142,9 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 				continue;
 			KILN_ROLLED for (int i0 = 0; i0 < n && !dropped; i0 += (n + 3) / 4) {
 				int i1 = i0 + (n + 3) / 4 < n ? i0 + (n + 3) / 4 : n;
-				/* astc_enc_infill16 with its test of two_taps out of the texel loop */
-				const float *v = ideal[pl];
-				if (gr->two_taps) {
-					KILN_ROLLED for (int i = i0; i < i1; i++) {
-						const astc_infill_tap *tp = &gr->taps[i];
-						const float *f = gr->ffac[i];
-						float d = tw[i] * 64.0f - (f[0] * v[tp->idx[0]] + f[1] * v[tp->idx[1]]) / 16.0f;
-						dec += d * d * len[pl][fit->part[i]] / 4096.0f;
-					}
-				} else {
-					KILN_ROLLED for (int i = i0; i < i1; i++) {
-						const astc_infill_tap *tp = &gr->taps[i];
-						const float *f = gr->ffac[i];
-						float w = f[0] * v[tp->idx[0]] + f[1] * v[tp->idx[1]];
-						w = w + f[2] * v[tp->idx[2]] + f[3] * v[tp->idx[3]];
-						float d = tw[i] * 64.0f - w / 16.0f;
-						dec += d * d * len[pl][fit->part[i]] / 4096.0f;
-					}
+				KILN_ROLLED for (int i = i0; i < i1; i++) {
+					float d = tw[i] * 64.0f - astc_enc_infill16(gr, i, ideal[pl]) / 16.0f;
+					dec += d * d * len[pl][fit->part[i]] / 4096.0f;
 				}
 				dropped = have == count && !astc_enc_mode_live(&ks, cterm, ok, dec, astc_enc_entry_cut(errs, cgrid, count, g));
 			}
