@@ -697,20 +697,10 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 		/* the channel ccs (if any) is left out of the axis: its row and column are +0, as a
 		 * sum from +0 of products with a difference taken as +0 is (each such product is
 		 * +0 or -0, and +0 plus either is +0), set once here rather than a difference
-		 * taken as 0 per texel */
-		{
-			int ccs = fit->ccs;
-			cov[0][0] = ccs == 0 ? 0.0f : cov[0][0];
-			cov[0][1] = ccs == 0 || ccs == 1 ? 0.0f : cov[0][1];
-			cov[0][2] = ccs == 0 || ccs == 2 ? 0.0f : cov[0][2];
-			cov[0][3] = ccs == 0 || ccs == 3 ? 0.0f : cov[0][3];
-			cov[1][1] = ccs == 1 ? 0.0f : cov[1][1];
-			cov[1][2] = ccs == 1 || ccs == 2 ? 0.0f : cov[1][2];
-			cov[1][3] = ccs == 1 || ccs == 3 ? 0.0f : cov[1][3];
-			cov[2][2] = ccs == 2 ? 0.0f : cov[2][2];
-			cov[2][3] = ccs == 2 || ccs == 3 ? 0.0f : cov[2][3];
-			cov[3][3] = ccs == 3 ? 0.0f : cov[3][3];
-		}
+		 * taken as 0 per texel (constant indices once unrolled: cov stays in registers) */
+		for (int a = 0; a < 4; a++)
+			for (int b = a; b < 4; b++)
+				cov[a][b] = a == fit->ccs || b == fit->ccs ? 0.0f : cov[a][b];
 		for (int a = 1; a < 4; a++)
 			for (int b = 0; b < a; b++)
 				cov[a][b] = cov[b][a];
