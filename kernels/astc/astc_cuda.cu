@@ -224,10 +224,14 @@ struct astc_gpu_queue {
 static_assert(sizeof(astc_gpu_queue) <= ASTC_GPU_QUEUE_BYTES, "kiln_astc_temp_size leaves room for the queue");
 
 // The next item of a counter's work for each calling lane: the lanes of a warp that ask
-// at once take consecutive items with one atomic.
+// at once for the same counter take consecutive items with one atomic. The same counter,
+// not just at once: where this function is not inlined, lanes that call it from different
+// places (taking a stage's work, listing a block for the next stage) can run it together,
+// and grouped by the active mask alone they took items of one lane's counter for all
+// (wrong bytes, or a fault, whenever a stage's item was moved out of line).
 __device__ static uint32_t take_next(uint32_t *counter)
 {
-	unsigned mask = __activemask();
+	unsigned mask = __match_any_sync(__activemask(), (unsigned long long)(uintptr_t)counter);
 	int lane = threadIdx.x & 31, leader = __ffs(mask) - 1;
 	uint32_t base = 0;
 	if (lane == leader)
