@@ -49,6 +49,22 @@ namespace cg = cooperative_groups;
 #ifndef ASTC_GPU_THREADS
 #define ASTC_GPU_THREADS 640
 #endif
+// The first stage in runs (the kernel, below): ASTC_GPU_RUN blocks a CTA at a time, at
+// footprints of at most ASTC_GPU_RUN_TEXELS texels, the last ASTC_GPU_TAIL blocks a thread
+// of the grid left to be taken a thread at a time. Measured on an H100 (batch of 32 Kodak
+// images, kernel only, docs/PERFORMANCE.md, 2026-11-24): at 4x4, runs of 640 blocks with a
+// tail of 1 took fast 917 -> 1,123 and medium 137 -> 144 Mpix/s (runs of 320 or 1,280, or
+// a tail of 2 or 3, less); at 6x6 and 8x8 they cost 10-11% (a block's cost varies more
+// there, and a run waits for its slowest block), so those take every block freely.
+#ifndef ASTC_GPU_RUN
+#define ASTC_GPU_RUN ASTC_GPU_THREADS
+#endif
+#ifndef ASTC_GPU_RUN_TEXELS
+#define ASTC_GPU_RUN_TEXELS 16
+#endif
+#ifndef ASTC_GPU_TAIL
+#define ASTC_GPU_TAIL 1
+#endif
 #ifndef ASTC_GPU_MIN_CTAS
 #define ASTC_GPU_MIN_CTAS 1
 #endif
@@ -254,6 +270,23 @@ __device__ static void want_next(astc_gpu_queue *q, const astc_enc_effort *ef, i
 	}
 }
 
+// The first stage for block `at` of the window that starts at block `first`, and the
+// block listed for the next stage it wants. Out of line: the kernel takes the first
+// stage's blocks in two ways (below) and the encoder's code stays one copy.
+__device__ __noinline__ static void encode_first(const astc_enc_ctx *__restrict__ ctx,
+						 const astc_gpu_surface *__restrict__ surf, uint32_t count,
+						 uint64_t first, int srgb, const astc_enc_effort *ef,
+						 astc_gpu_queue *q, uint32_t at)
+{
+	astc_enc_block blk;
+	uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
+	uint8_t out[16];
+	uint32_t err, resid[4];
+	astc_encode_stage(ctx, &blk, ef, ASTC_ENC_STAGE_ONE, NULL, out, &err, resid);
+	store_block(dst, out);
+	want_next(q, ef, ASTC_ENC_STAGE_ONE, blk.n, at, err, resid);
+}
+
 // An error's bucket, larger errors in lower buckets: its bit length and the bit below the
 // top one.
 __device__ static uint32_t error_bucket(uint32_t e)
@@ -302,30 +335,50 @@ __device__ static void sort_by_error(cg::grid_group &grid, astc_gpu_queue *q, in
 
 // The batch in windows of ASTC_GPU_WINDOW blocks, each stage by stage over the whole grid:
 // a thread takes the stage's next item when it is done with one (the cost of a block
-// varies a lot), and the grid waits for the stage to end before the next begins (a
-// block's later stage starts from the encoding and error of its earlier one). The grid is
-// as large as the device holds at once (a cooperative launch: grid.sync). The order of a
-// list depends on timing; each block's stages do not.
+// varies a lot; at small footprints the first stage's bulk goes in CTA runs, below), and
+// the grid waits for the stage to end before the next begins (a block's later stage
+// starts from the encoding and error of its earlier one). The grid is as large as the
+// device holds at once (a cooperative launch: grid.sync). The order of a list depends on
+// timing; each block's stages do not.
 // One kernel for every quality, an argument: a kernel per quality had tripled the
 // compile time for no measured gain.
 __global__ void ASTC_GPU_BOUNDS
 astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
 		   uint32_t count, uint64_t total, int srgb, int quality, astc_gpu_queue *q)
 {
+	__shared__ uint32_t run_first, run_taken;
 	cg::grid_group grid = cg::this_grid();
 	astc_enc_effort ef;
 	astc_enc_effort_of(quality, &ef);
 	for (uint64_t first = 0; first < total; first += ASTC_GPU_WINDOW) {
-		uint32_t run = (uint32_t)(total - first < ASTC_GPU_WINDOW ? total - first : ASTC_GPU_WINDOW);
-		for (uint32_t at = take_next(&q->c.taken[0]); at < run; at = take_next(&q->c.taken[0])) {
-			astc_enc_block blk;
-			uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
-			uint8_t out[16];
-			uint32_t err, resid[4];
-			astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, NULL, out, &err, resid);
-			store_block(dst, out);
-			want_next(q, &ef, ASTC_ENC_STAGE_ONE, blk.n, at, err, resid);
+		uint32_t blocks = (uint32_t)(total - first < ASTC_GPU_WINDOW ? total - first : ASTC_GPU_WINDOW);
+		// The bulk of the first stage in runs: a CTA takes ASTC_GPU_RUN blocks at once, its
+		// threads take them one by one, and it waits for all of them before the next run.
+		// Taken a thread at a time from the whole window, the warps of an SM drift apart in
+		// the encoder's code (~150 KB of it runs in this stage) and wait for instructions a
+		// third of the time (ncu, 4x4 fast); a run starts them together. The runs stop
+		// where ASTC_GPU_TAIL blocks a thread of the grid are left: those go a thread at a
+		// time, so that the threads' costs even out before the grid's wait.
+		uint32_t reserve = ASTC_GPU_TAIL * gridDim.x * blockDim.x;
+		uint32_t bulk = ctx->bw * ctx->bh <= ASTC_GPU_RUN_TEXELS && blocks > reserve ? blocks - reserve : 0;
+		for (;;) {
+			__syncthreads(); // every thread is done with the last run (and has read run_first)
+			if (threadIdx.x == 0) {
+				run_first = *(volatile uint32_t *)&q->c.taken[0] < bulk
+						    ? atomicAdd(&q->c.taken[0], (uint32_t)ASTC_GPU_RUN)
+						    : UINT32_MAX;
+				run_taken = 0;
+			}
+			__syncthreads();
+			uint32_t from = run_first;
+			if (from == UINT32_MAX)
+				break;
+			uint32_t end = from < blocks && blocks - from > ASTC_GPU_RUN ? from + ASTC_GPU_RUN : blocks;
+			for (uint32_t at = from + atomicAdd(&run_taken, 1u); at < end; at = from + atomicAdd(&run_taken, 1u))
+				encode_first(ctx, surf, count, first, srgb, &ef, q, at);
 		}
+		for (uint32_t at = take_next(&q->c.taken[0]); at < blocks; at = take_next(&q->c.taken[0]))
+			encode_first(ctx, surf, count, first, srgb, &ef, q, at);
 		for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++) {
 			grid.sync();
 			uint32_t listed = *(volatile uint32_t *)&q->c.listed[stage - 1];
