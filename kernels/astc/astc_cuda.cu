@@ -54,7 +54,7 @@ namespace cg = cooperative_groups;
 // of the grid left to be taken a thread at a time. Measured on an H100 (batch of 32 Kodak
 // images, kernel only, docs/PERFORMANCE.md, 2026-11-24): at 4x4, runs of 640 blocks with a
 // tail of 1 took fast 917 -> 1,123 and medium 137 -> 144 Mpix/s (runs of 320 or 1,280, or
-// a tail of 2 or 3, less); at 6x6 and 8x8 they cost 10-11% (a block's cost varies more
+// a tail of 2 or 3, less); at 6x6 and 8x8 they cost 10-12% (a block's cost varies more
 // there, and a run waits for its slowest block), so those take every block freely.
 #ifndef ASTC_GPU_RUN
 #define ASTC_GPU_RUN ASTC_GPU_THREADS
