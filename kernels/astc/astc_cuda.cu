@@ -49,18 +49,24 @@ namespace cg = cooperative_groups;
 #ifndef ASTC_GPU_THREADS
 #define ASTC_GPU_THREADS 640
 #endif
-// The first stage in runs (the kernel, below): ASTC_GPU_RUN blocks a CTA at a time, at
-// footprints of at most ASTC_GPU_RUN_TEXELS texels, the last ASTC_GPU_TAIL blocks a thread
-// of the grid left to be taken a thread at a time. Measured on an H100 (batch of 32 Kodak
-// images, kernel only, docs/PERFORMANCE.md, 2026-11-24): at 4x4, runs of 640 blocks with a
-// tail of 1 took fast 917 -> 1,123 and medium 137 -> 144 Mpix/s (runs of 320 or 1,280, or
-// a tail of 2 or 3, less); at 6x6 and 8x8 they cost 10-12% (a block's cost varies more
-// there, and a run waits for its slowest block), so those take every block freely.
+// The first stage in runs (the kernel, below): ASTC_GPU_RUN blocks a CTA at a time, the
+// next run open once ASTC_GPU_RUN_QUORUM per cent of its threads are done, at footprints
+// of at most ASTC_GPU_RUN_TEXELS texels; the last ASTC_GPU_TAIL blocks a thread of the
+// grid are left to be taken a thread at a time. Measured on an H100 (batch of 32 Kodak
+// images, kernel only, docs/PERFORMANCE.md, 2026-11-24): at 4x4, runs of 640 blocks with
+// a tail of 1 and a barrier between runs took fast 917 -> 1,123 and medium 137 -> 144
+// Mpix/s (runs of 320 or 1,280, or a tail of 2 or 3, less); the next run open at 90% of
+// the threads instead of the barrier, 1,145 and 145.7 (75%: 1,126, 50%: 986). At 6x6
+// and 8x8 runs cost 5-12% (a block's cost varies more there), so those take every block
+// a thread at a time.
 #ifndef ASTC_GPU_RUN
 #define ASTC_GPU_RUN ASTC_GPU_THREADS
 #endif
 #ifndef ASTC_GPU_RUN_TEXELS
 #define ASTC_GPU_RUN_TEXELS 16
+#endif
+#ifndef ASTC_GPU_RUN_QUORUM
+#define ASTC_GPU_RUN_QUORUM 90
 #endif
 #ifndef ASTC_GPU_TAIL
 #define ASTC_GPU_TAIL 1
@@ -237,6 +243,7 @@ struct astc_gpu_queue {
 	astc_gpu_entry list[ASTC_ENC_STAGES - 1][ASTC_GPU_WINDOW];
 	astc_gpu_entry sorted[ASTC_GPU_WINDOW];
 };
+static_assert(ASTC_GPU_RUN < 2048 && ASTC_GPU_WINDOW <= (1u << 21), "a run's first block and length fit run_ticket's high word");
 static_assert(sizeof(astc_gpu_queue) <= ASTC_GPU_QUEUE_BYTES, "kiln_astc_temp_size leaves room for the queue");
 
 // The next item of a counter's work for each calling lane: the lanes of a warp that ask
@@ -346,36 +353,58 @@ __global__ void ASTC_GPU_BOUNDS
 astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
 		   uint32_t count, uint64_t total, int srgb, int quality, astc_gpu_queue *q)
 {
-	__shared__ uint32_t run_first, run_taken;
+	__shared__ unsigned long long run_ticket;
+	__shared__ volatile int run_over;
 	cg::grid_group grid = cg::this_grid();
 	astc_enc_effort ef;
 	astc_enc_effort_of(quality, &ef);
 	for (uint64_t first = 0; first < total; first += ASTC_GPU_WINDOW) {
 		uint32_t blocks = (uint32_t)(total - first < ASTC_GPU_WINDOW ? total - first : ASTC_GPU_WINDOW);
-		// The bulk of the first stage in runs: a CTA takes ASTC_GPU_RUN blocks at once, its
-		// threads take them one by one, and it waits for all of them before the next run.
-		// Taken a thread at a time from the whole window, the warps of an SM drift apart in
-		// the encoder's code (~150 KB of it runs in this stage) and wait for instructions a
-		// third of the time (ncu, 4x4 fast); a run starts them together. The runs stop
-		// where ASTC_GPU_TAIL blocks a thread of the grid are left: those go a thread at a
-		// time, so that the threads' costs even out before the grid's wait.
+		// The bulk of the first stage in runs: a CTA takes ASTC_GPU_RUN blocks at once and
+		// its threads take them one by one; the next run opens once ASTC_GPU_RUN_QUORUM per
+		// cent of the threads are done (the rest join it as they finish). Taken a thread at
+		// a time from the whole window, the warps of an SM drift apart in the encoder's code
+		// (~150 KB of it runs in this stage) and wait for instructions a third of the time
+		// (ncu, 4x4 fast); a run starts most of them together. The runs stop where
+		// ASTC_GPU_TAIL blocks a thread of the grid are left: those go a thread at a time,
+		// so that the threads' costs even out before the grid's wait.
+		// run_ticket holds the open run (its first block << 11 | its length) in the high
+		// word and the tickets taken from it in the low one: a ticket below the length is
+		// a block of the run, the others are the threads done with it, and the quorum's
+		// last opens the next run.
 		uint32_t reserve = ASTC_GPU_TAIL * gridDim.x * blockDim.x;
 		uint32_t bulk = ctx->bw * ctx->bh <= ASTC_GPU_RUN_TEXELS && blocks > reserve ? blocks - reserve : 0;
+		uint32_t quorum = blockDim.x * ASTC_GPU_RUN_QUORUM / 100;
+		__syncthreads(); // every thread is past the last window's runs
+		if (threadIdx.x == 0) {
+			run_ticket = 0;
+			run_over = bulk == 0;
+		}
+		__syncthreads();
 		for (;;) {
-			__syncthreads(); // every thread is done with the last run (and has read run_first)
-			if (threadIdx.x == 0) {
-				run_first = *(volatile uint32_t *)&q->c.taken[0] < bulk
-						    ? atomicAdd(&q->c.taken[0], (uint32_t)ASTC_GPU_RUN)
-						    : UINT32_MAX;
-				run_taken = 0;
+			unsigned long long t = atomicAdd(&run_ticket, 1ull);
+			uint32_t open = (uint32_t)(t >> 32), i = (uint32_t)t, len = open & 2047u;
+			if (i < len) {
+				encode_first(ctx, surf, count, first, srgb, &ef, q, (open >> 11) + i);
+				continue;
 			}
-			__syncthreads();
-			uint32_t from = run_first;
-			if (from == UINT32_MAX)
+			if (run_over)
 				break;
-			uint32_t end = from < blocks && blocks - from > ASTC_GPU_RUN ? from + ASTC_GPU_RUN : blocks;
-			for (uint32_t at = from + atomicAdd(&run_taken, 1u); at < end; at = from + atomicAdd(&run_taken, 1u))
-				encode_first(ctx, surf, count, first, srgb, &ef, q, at);
+			if (i == len + quorum - 1) {
+				uint32_t from = *(volatile uint32_t *)&q->c.taken[0] < bulk
+							? atomicAdd(&q->c.taken[0], (uint32_t)ASTC_GPU_RUN)
+							: UINT32_MAX;
+				unsigned long long next = 0;
+				if (from >= blocks)
+					run_over = 1;
+				else
+					next = (unsigned long long)(from << 11 | (blocks - from > ASTC_GPU_RUN ? ASTC_GPU_RUN : blocks - from)) << 32;
+				__threadfence_block();
+				atomicExch(&run_ticket, next);
+			} else {
+				while ((uint32_t)(*(volatile unsigned long long *)&run_ticket >> 32) == open && !run_over)
+					__nanosleep(64);
+			}
 		}
 		for (uint32_t at = take_next(&q->c.taken[0]); at < blocks; at = take_next(&q->c.taken[0]))
 			encode_first(ctx, surf, count, first, srgb, &ef, q, at);
