@@ -1,10 +1,12 @@
 /* ASTC on the GPU (kiln-bench --only astcgpu): kernel-only throughput of
  * kiln_astc_encode_gpu on a batch of 32 Kodak images resident on the device, at 4x4, 6x6
- * and 8x8, fast / medium / high, with the kernel's registers, local memory and occupancy,
+ * and 8x8 (other footprints on request), fast / medium / high, with the kernel's
+ * registers, local memory and occupancy,
  * and a check that the GPU's blocks equal the CPU's (the first two block rows of the first
  * image, encoded on the CPU as a surface of their own: inner blocks see the same texels).
- * Environment (comma-separated lists, default all), to keep device runs short:
- *   KILN_BENCH_ASTCGPU_FOOTPRINTS=4x4,6x6     of 4x4, 6x6, 8x8
+ * Environment (comma-separated lists), to keep device runs short or to add footprints:
+ *   KILN_BENCH_ASTCGPU_FOOTPRINTS=4x4,6x6     of 4x4, 6x6, 8x8 (the default), or any other
+ *                                             footprint named (5x4, 10x10, ...)
  *   KILN_BENCH_ASTCGPU_QUALITIES=fast,medium  of fast, medium, high */
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,7 +148,8 @@ static bool selected(uint32_t bw, uint32_t bh, int q)
 {
 	char fp[16];
 	snprintf(fp, sizeof fp, "%ux%u", bw, bh);
-	return bench_env_lists("KILN_BENCH_ASTCGPU_FOOTPRINTS", fp, true) &&
+	bool by_default = bw == bh && (bw == 4 || bw == 6 || bw == 8);
+	return bench_env_lists("KILN_BENCH_ASTCGPU_FOOTPRINTS", fp, by_default) &&
 	       bench_env_lists("KILN_BENCH_ASTCGPU_QUALITIES", kiln_quality_name((kiln_quality)q), true);
 }
 
@@ -190,7 +193,8 @@ int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *r
 		bench_gpu_batch_destroy(&batch);
 		return 1;
 	}
-	static const uint32_t fps[][2] = {{4, 4}, {6, 6}, {8, 8}};
+	static const uint32_t fps[][2] = {{4, 4}, {5, 4}, {5, 5}, {6, 5}, {6, 6}, {8, 5}, {8, 6},
+					  {8, 8}, {10, 5}, {10, 6}, {10, 8}, {10, 10}, {12, 10}, {12, 12}};
 	report_kernel(sec);
 	for (int q = KILN_QUALITY_FAST; q <= KILN_QUALITY_HIGH; q++) { /* fastest first */
 		for (size_t f = 0; f < sizeof fps / sizeof fps[0]; f++) {
