@@ -56,14 +56,16 @@ namespace cg = cooperative_groups;
 // images, kernel only, docs/PERFORMANCE.md, 2026-11-24): at 4x4, runs of 640 blocks with
 // a tail of 1 and a barrier between runs took fast 917 -> 1,123 and medium 137 -> 144
 // Mpix/s (runs of 320 or 1,280, or a tail of 2 or 3, less); the next run open at 90% of
-// the threads instead of the barrier, 1,145 and 145.7 (75%: 1,126, 50%: 986). At 6x6
-// and 8x8 runs cost 5-12% (a block's cost varies more there), so those take every block
-// a thread at a time.
+// the threads instead of the barrier, 1,145 and 145.7 (75%: 1,126, 50%: 986); at 5x4,
+// 5x5 and 6x5 fast 825 -> 999, 790 -> 865, 712 -> 716 and medium 117.7 -> 126.0, 106.2 ->
+// 111.0, 93.1 -> 93.9. At 6x6 and 8x8 runs cost 3-12% (a block's cost varies more there,
+// and a run's start waits for most of its blocks), so those take every block a thread at
+// a time.
 #ifndef ASTC_GPU_RUN
 #define ASTC_GPU_RUN ASTC_GPU_THREADS
 #endif
 #ifndef ASTC_GPU_RUN_TEXELS
-#define ASTC_GPU_RUN_TEXELS 16
+#define ASTC_GPU_RUN_TEXELS 30
 #endif
 #ifndef ASTC_GPU_RUN_QUORUM
 #define ASTC_GPU_RUN_QUORUM 90
