@@ -1,9 +1,9 @@
 /* ASTC on the GPU (kiln-bench --only astcgpu): kernel-only throughput of
  * kiln_astc_encode_gpu on a batch of 32 Kodak images resident on the device, at 4x4, 6x6
  * and 8x8 (other footprints on request), fast / medium / high, with the kernel's
- * registers, local memory and occupancy,
- * and a check that the GPU's blocks equal the CPU's (the first two block rows of the first
- * image, encoded on the CPU as a surface of their own: inner blocks see the same texels).
+ * registers, local memory and occupancy, and a check that the GPU's blocks equal the
+ * CPU's (the first two block rows of the first image, encoded on the CPU as a surface of
+ * their own: inner blocks see the same texels).
  * Environment (comma-separated lists), to keep device runs short or to add footprints:
  *   KILN_BENCH_ASTCGPU_FOOTPRINTS=4x4,6x6     of 4x4, 6x6, 8x8 (the default), or any other
  *                                             footprint named (5x4, 10x10, ...)
