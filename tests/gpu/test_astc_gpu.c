@@ -3,8 +3,8 @@
  * every quality, sRGB and linear, for random images (sizes that are not multiples of the
  * footprint, with and without alpha) in batches of 1, 7 and 32 surfaces, and for Kodak
  * images, and for a batch of more blocks than the kernel lists at once; a bad surface
- * fails alone; the encoder's tables survive a device reset. The CPU
- * encoder is slow at the large footprints and at `high`, so the images stay small there.
+ * fails alone; the encoder's tables survive a device reset. The CPU encoder is slow at
+ * the large footprints and at `high`, so the images stay small there.
  * Without a GPU these tests fail: this binary only runs where a GPU is expected. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
