@@ -102,6 +102,7 @@ static int host_ready[ASTC_FOOTPRINTS];
 static struct {
 	unsigned long long ctx_id; // CUDA context the copies were made in; 0: none
 	uint16_t copied;           // bit f: footprint f is on the device
+	unsigned ctas;             // the kernel's cooperative grid on the device; 0: not asked yet
 } device_state[ASTC_MAX_DEVICES];
 static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -436,6 +437,35 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 	}
 }
 
+// The CTAs of the kernel the current device holds at once, asked of the driver once per
+// device (three queries: a few microseconds a batch otherwise).
+static kiln_status cooperative_grid(unsigned *ctas)
+{
+	int dev = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess)
+		return KILN_ERR_CUDA;
+	int slot = dev >= 0 && dev < ASTC_MAX_DEVICES ? dev : -1;
+	pthread_mutex_lock(&contexts_lock);
+	*ctas = slot >= 0 ? device_state[slot].ctas : 0;
+	pthread_mutex_unlock(&contexts_lock);
+	if (*ctas)
+		return KILN_OK;
+	int sms = 0, coop = 0, per_sm = 0;
+	if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0 ||
+	    cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop ||
+	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, astc_encode_kernel, ASTC_GPU_THREADS, 0) !=
+		    cudaSuccess ||
+	    per_sm <= 0)
+		return KILN_ERR_CUDA;
+	*ctas = (unsigned)(sms * per_sm);
+	if (slot >= 0) {
+		pthread_mutex_lock(&contexts_lock);
+		device_state[slot].ctas = *ctas;
+		pthread_mutex_unlock(&contexts_lock);
+	}
+	return KILN_OK;
+}
+
 extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, const kiln_surface *src,
 					    uint8_t *const *dst, size_t count, kiln_status *status,
 					    void *d_temp, size_t temp_size, kiln_stream stream)
@@ -500,14 +530,10 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 
 	// One cooperative launch of as many CTAs as the device holds at once (the kernel
 	// waits for every CTA at each stage's end); its counters start at 0.
-	int dev = 0, sms = 0, coop = 0, per_sm = 0;
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0 ||
-	    cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop ||
-	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, astc_encode_kernel, ASTC_GPU_THREADS, 0) !=
-		    cudaSuccess ||
-	    per_sm <= 0)
-		return KILN_ERR_CUDA;
+	unsigned ctas = 0;
+	st = cooperative_grid(&ctas);
+	if (st != KILN_OK)
+		return st;
 	if (cudaMemsetAsync(d_queue, 0, sizeof(astc_gpu_counters), s) != cudaSuccess)
 		return KILN_ERR_CUDA;
 	int srgb = params->srgb != 0;
@@ -516,7 +542,7 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 	void *args[] = {(void *)&d_ctx, (void *)&d_surf, (void *)&nsurf, (void *)&total, (void *)&srgb, (void *)&q,
 			(void *)&d_queue};
 	cudaGetLastError(); // so that the check below sees this launch, not an older error
-	if (cudaLaunchCooperativeKernel((const void *)astc_encode_kernel, dim3((unsigned)(sms * per_sm)),
+	if (cudaLaunchCooperativeKernel((const void *)astc_encode_kernel, dim3(ctas),
 					dim3(ASTC_GPU_THREADS), args, 0, s) != cudaSuccess)
 		return KILN_ERR_CUDA;
 	return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERR_CUDA;
