@@ -736,7 +736,10 @@ KILN_HD void astc_pack(const astc_symbolic *s, uint8_t *out)
 		if (!mixed) {
 			astc_bits128_put(&a, 23, 6, (uint32_t)s->cem[0] << 2);
 		} else {
-			int base = 4;
+			/* the lowest class, but at most 2: the field holds base + 1 in 2 bits, and
+			 * partitions all of class 3 (of different modes: 12-15) are base 2 with
+			 * every class bit set */
+			int base = 2;
 			KILN_ROLLED for (int p = 0; p < parts; p++)
 				base = (s->cem[p] >> 2) < base ? (s->cem[p] >> 2) : base;
 			uint32_t field = (uint32_t)base + 1u;
