@@ -122,13 +122,13 @@ bench: $(BUILD)/kiln-bench
 # Each target runs FUZZ_SECONDS; findings land in tests/fuzz/regressions/ (tests/fuzz/run.sh).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= png container proto spec png_kiln inflate_par
+FUZZ_TARGETS ?= png container proto spec png_kiln inflate_par astc
 FUZZ_DIR      = $(BUILD)/fuzz
 FUZZ_CFLAGS   = -std=gnu11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter \
                 -ffp-contract=off -pthread -I. -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIB_SRCS = common/alloc.c common/buf.c common/container.c common/error.c common/fileio.c \
                 common/image.c common/log.c common/png_io.c common/host.c common/pool.c common/proto.c \
-                common/texture.c common/uri.c kernels/blockbatch.c kernels/bc1/bc1_cpu.c kernels/gpu_stubs.c kernels/png/png_dec_cpu.c scheduler/spec.c
+                common/texture.c common/uri.c kernels/blockbatch.c kernels/astc/astc_cpu.c kernels/bc1/bc1_cpu.c kernels/gpu_stubs.c kernels/png/png_dec_cpu.c scheduler/spec.c
 FUZZ_LIB_OBJS = $(FUZZ_LIB_SRCS:%.c=$(FUZZ_DIR)/obj/%.o)
 FUZZ_HDRS     = $(wildcard common/*.h kernels/*.h kernels/*/*.h scheduler/spec.h tests/fuzz/*.h)
 

@@ -19,6 +19,8 @@
 #include "common/image.h"
 #include "common/png_io.h"
 #include "common/proto.h"
+#include "kernels/astc/astc.h"
+#include "kernels/astc/astc_block.h"
 #include "kernels/bc1/bc1.h"
 #include "scheduler/spec.h"
 
@@ -61,7 +63,8 @@ static inline kiln_status kiln_fuzz_png(const uint8_t *data, size_t size)
 }
 
 /* Containers: what `kiln decode` does with a file: kiln_container_read, then every level
- * of a BC1 texture through kiln_bc1_decode. Levels must lie inside the input. */
+ * through its decoder (kiln_bc1_decode, kiln_astc_decode). Levels must lie inside the
+ * input. */
 static inline kiln_status kiln_fuzz_container(const uint8_t *data, size_t size)
 {
 	kiln_texture tex;
@@ -76,14 +79,16 @@ static inline kiln_status kiln_fuzz_container(const uint8_t *data, size_t size)
 		FUZZ_CHECK(lv->data >= data && lv->size <= size &&
 			   (size_t)(lv->data - data) <= size - lv->size);
 		FUZZ_CHECK(lv->size == kiln_texture_level_size(&tex, lv->width, lv->height));
-		if (tex.format != KILN_TEXFMT_BC1_RGB && tex.format != KILN_TEXFMT_BC1_RGBA)
-			continue;
 		kiln_image img;
 		kiln_status dst = kiln_image_alloc(&img, lv->width, lv->height, NULL);
 		if (dst != KILN_OK)
 			return dst;
-		dst = kiln_bc1_decode(lv->data, lv->size, lv->width, lv->height,
-				      tex.format == KILN_TEXFMT_BC1_RGBA, img.pixels, img.stride);
+		if (tex.format == KILN_TEXFMT_ASTC)
+			dst = kiln_astc_decode(lv->data, lv->size, lv->width, lv->height, tex.block_w, tex.block_h,
+					       tex.srgb, img.pixels, img.stride);
+		else
+			dst = kiln_bc1_decode(lv->data, lv->size, lv->width, lv->height,
+					      tex.format == KILN_TEXFMT_BC1_RGBA, img.pixels, img.stride);
 		kiln_image_free(&img);
 		FUZZ_CHECK(dst == KILN_OK);  /* the reader promised the level's full block data */
 	}
@@ -103,6 +108,84 @@ static inline kiln_status kiln_fuzz_container(const uint8_t *data, size_t size)
 	}
 	kiln_buf_free(&out);
 	return st;
+}
+
+/* ASTC blocks: arbitrary 16-byte blocks through the decoder and back through the
+ * encoder's packer. The first byte picks the footprint (byte % 14) and the colour space
+ * (bit 7); the rest is up to 64 blocks, decoded one by one and as one row of a surface
+ * one texel short of the blocks in each direction (kiln_astc_decode's edge blocks), which
+ * must give the same texels. Each block as the decoder parses it (astc_unpack): an
+ * illegal block decodes to the error colour; a legal one, packed again (astc_pack, what
+ * the encoder writes) and parsed, must be the same block (kind, mode, partitions, seed,
+ * endpoint modes and range, values, weights) and decode to the same texels. The one
+ * exception is the packer's canonical form: the spec lets a block of equal endpoint modes
+ * say so in the mixed-mode field, which the packer writes as the shared form with its
+ * larger colour range (then only the kind must agree). */
+static inline kiln_status kiln_fuzz_astc(const uint8_t *data, size_t size)
+{
+	static const uint8_t fps[14][2] = {{4, 4}, {5, 4}, {5, 5}, {6, 5}, {6, 6}, {8, 5}, {8, 6},
+					   {8, 8}, {10, 5}, {10, 6}, {10, 8}, {10, 10}, {12, 10}, {12, 12}};
+	if (size < 1 + 16)
+		return KILN_ERR_TRUNCATED;
+	int bw = fps[data[0] % 14][0], bh = fps[data[0] % 14][1], srgb = data[0] >> 7;
+	size_t nblocks = (size - 1) / 16 > 64 ? 64 : (size - 1) / 16;
+	const uint8_t *blocks = data + 1;
+	int n = bw * bh;
+	uint8_t texels[ASTC_MAX_TEXELS * 4], again_texels[ASTC_MAX_TEXELS * 4];
+	uint32_t width = (uint32_t)(nblocks * (size_t)bw) - 1, height = (uint32_t)bh - 1;
+	size_t stride = 4 * (size_t)width;
+	uint8_t *surface = (uint8_t *)malloc(stride * height);
+	if (!surface)
+		return KILN_ERR_NOMEM;
+	FUZZ_CHECK(kiln_astc_decode(blocks, nblocks * 16, width, height, (uint32_t)bw, (uint32_t)bh, srgb, surface,
+				    stride) == KILN_OK);
+	FUZZ_CHECK(kiln_astc_decode(blocks, nblocks * 16 - 1, width, height, (uint32_t)bw, (uint32_t)bh, srgb,
+				    surface, stride) == KILN_ERR_TRUNCATED);
+	for (size_t b = 0; b < nblocks; b++) {
+		const uint8_t *blk = blocks + 16 * b;
+		astc_symbolic s, again;
+		astc_unpack(blk, bw, bh, &s);
+		astc_decode_symbolic(&s, bw, bh, srgb, texels);
+		for (int y = 0; y < bh - 1; y++) {
+			uint32_t cols = b + 1 < nblocks ? (uint32_t)bw : (uint32_t)bw - 1;
+			FUZZ_CHECK(memcmp(surface + y * stride + b * 4 * (size_t)bw, texels + 4 * bw * y, 4 * cols) == 0);
+		}
+		if (s.kind == ASTC_KIND_ERROR) {
+			for (int i = 0; i < n; i++)
+				FUZZ_CHECK(texels[4 * i] == 255 && texels[4 * i + 1] == 0 && texels[4 * i + 2] == 255 &&
+					   texels[4 * i + 3] == 255);
+			continue;
+		}
+		uint8_t packed[16];
+		astc_pack(&s, packed);
+		astc_unpack(packed, bw, bh, &again);
+		FUZZ_CHECK(again.kind == s.kind);
+		int nv = 0, same_cems = 1;
+		for (int p = 0; s.kind == ASTC_KIND_NORMAL && p < s.partitions; p++) {
+			nv += astc_cem_values(s.cem[p]);
+			same_cems &= s.cem[p] == s.cem[0];
+		}
+		int mixed_field = s.kind == ASTC_KIND_NORMAL && s.partitions > 1 && (astc_bits_get(blk, 23, 2, 128) != 0);
+		if (mixed_field && same_cems)
+			continue;
+		if (s.kind == ASTC_KIND_VOID) {
+			FUZZ_CHECK(memcmp(again.void_color, s.void_color, sizeof s.void_color) == 0);
+		} else {
+			int nw = s.mode.grid_w * s.mode.grid_h;
+			FUZZ_CHECK(again.block_mode == s.block_mode && again.partitions == s.partitions &&
+				   again.crange == s.crange && again.mode.dual == s.mode.dual);
+			FUZZ_CHECK(s.partitions == 1 || again.seed == s.seed);
+			FUZZ_CHECK(!s.mode.dual || again.ccs == s.ccs);
+			FUZZ_CHECK(memcmp(again.cem, s.cem, s.partitions) == 0);
+			FUZZ_CHECK(memcmp(again.colors, s.colors, (size_t)nv) == 0);
+			for (int pl = 0; pl <= s.mode.dual; pl++)
+				FUZZ_CHECK(memcmp(again.weights[pl], s.weights[pl], (size_t)nw) == 0);
+		}
+		astc_decode_symbolic(&again, bw, bh, srgb, again_texels);
+		FUZZ_CHECK(memcmp(again_texels, texels, 4 * (size_t)n) == 0);
+	}
+	free(surface);
+	return KILN_OK;
 }
 
 /* Protocol: kiln_proto_parse as the scheduler and the worker call it on every frame. A

@@ -57,3 +57,4 @@ Test(fuzz_regress, png) { replay("png", kiln_fuzz_png); }
 Test(fuzz_regress, container) { replay("container", kiln_fuzz_container); }
 Test(fuzz_regress, proto) { replay("proto", kiln_fuzz_proto); }
 Test(fuzz_regress, spec) { replay("spec", kiln_fuzz_spec); }
+Test(fuzz_regress, astc) { replay("astc", kiln_fuzz_astc); }
