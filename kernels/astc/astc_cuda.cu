@@ -378,7 +378,7 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 		uint32_t reserve = ASTC_GPU_TAIL * gridDim.x * blockDim.x;
 		uint32_t bulk = ctx->bw * ctx->bh <= ASTC_GPU_RUN_TEXELS && blocks > reserve ? blocks - reserve : 0;
 		uint32_t quorum = blockDim.x * ASTC_GPU_RUN_QUORUM / 100;
-		__syncthreads(); // every thread is past the last window's runs
+		// (every thread is past the last window's runs: its closing grid.sync)
 		if (threadIdx.x == 0) {
 			run_ticket = 0;
 			run_over = bulk == 0;
