@@ -122,7 +122,7 @@ bench: $(BUILD)/kiln-bench
 # Each target runs FUZZ_SECONDS; findings land in tests/fuzz/regressions/ (tests/fuzz/run.sh).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= png container proto spec png_kiln inflate_par astc
+FUZZ_TARGETS ?= png container proto spec png_kiln inflate_par astc astc_encode
 FUZZ_DIR      = $(BUILD)/fuzz
 FUZZ_CFLAGS   = -std=gnu11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter \
                 -ffp-contract=off -pthread -I. -fsanitize=address,undefined -fno-sanitize-recover=undefined

@@ -21,6 +21,7 @@
 #include "common/proto.h"
 #include "kernels/astc/astc.h"
 #include "kernels/astc/astc_block.h"
+#include "kernels/astc/astc_enc.h"
 #include "kernels/bc1/bc1.h"
 #include "scheduler/spec.h"
 
@@ -185,6 +186,68 @@ static inline kiln_status kiln_fuzz_astc(const uint8_t *data, size_t size)
 		FUZZ_CHECK(memcmp(again_texels, texels, 4 * (size_t)n) == 0);
 	}
 	free(surface);
+	return KILN_OK;
+}
+
+/* ASTC encoder: one block of arbitrary texels through every stage the preset wants, as
+ * astc_encode_block runs them, keeping the error each stage reports. The first byte picks
+ * the footprint (byte % 14), the second the preset (bits 0-1, 3: fast), sRGB (bit 2) and
+ * an opaque image (bit 3: alpha 255, as from a PNG without alpha); the rest are the
+ * texels, repeated to fill the block. The block written must be legal, and the error
+ * the encoder reports must be the exact squared error of what the decoder makes of it:
+ * every choice of the search compares such errors. */
+static inline kiln_status kiln_fuzz_astc_encode(const uint8_t *data, size_t size)
+{
+	static const uint8_t fps[14][2] = {{4, 4}, {5, 4}, {5, 5}, {6, 5}, {6, 6}, {8, 5}, {8, 6},
+					   {8, 8}, {10, 5}, {10, 6}, {10, 8}, {10, 10}, {12, 10}, {12, 12}};
+	static astc_enc_ctx ctxs[14];
+	static int ready[14];
+	if (size < 3)
+		return KILN_ERR_TRUNCATED;
+	int fp = data[0] % 14, quality = data[1] & 3, srgb = data[1] >> 2 & 1, opaque = data[1] >> 3 & 1;
+	if (quality == 3)
+		quality = KILN_QUALITY_FAST;
+	if (!ready[fp]) {
+		astc_enc_ctx_init(&ctxs[fp], fps[fp][0], fps[fp][1]);
+		ready[fp] = 1;
+	}
+	const uint8_t *px = data + 2;
+	size_t npx = size - 2;
+	astc_enc_block blk;
+	blk.bw = fps[fp][0];
+	blk.bh = fps[fp][1];
+	blk.n = blk.bw * blk.bh;
+	blk.srgb = srgb;
+	blk.opaque = 1;
+	for (int i = 0; i < blk.n; i++) {
+		for (int c = 0; c < 4; c++)
+			blk.px[i][c] = c == 3 && opaque ? 255 : px[(4 * (size_t)i + (size_t)c) % npx];
+		blk.opaque &= blk.px[i][3] == 255;
+	}
+	astc_enc_effort ef;
+	astc_enc_effort_of(quality, &ef);
+	uint8_t out[16];
+	uint32_t err = 0, resid[4];
+	astc_encode_stage(&ctxs[fp], &blk, &ef, ASTC_ENC_STAGE_ONE, NULL, out, &err, resid);
+	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++)
+		if (astc_enc_stage_wanted(&ef, stage, blk.n, err, resid))
+			astc_encode_stage(&ctxs[fp], &blk, &ef, stage, NULL, out, &err, resid);
+	astc_symbolic s;
+	astc_unpack(out, blk.bw, blk.bh, &s);
+	FUZZ_CHECK(s.kind != ASTC_KIND_ERROR);
+	uint8_t texels[ASTC_MAX_TEXELS * 4];
+	astc_decode_symbolic(&s, blk.bw, blk.bh, srgb, texels);
+	uint32_t exact = 0;
+	for (int i = 0; i < blk.n; i++)
+		for (int c = 0; c < 4; c++) {
+			int d = (int)texels[4 * i + c] - (int)blk.px[i][c];
+			exact += (uint32_t)(d * d);
+		}
+	FUZZ_CHECK(err == exact);
+	/* astc_encode_block writes the same block */
+	uint8_t whole[16];
+	astc_encode_block(&ctxs[fp], &blk, quality, whole);
+	FUZZ_CHECK(memcmp(whole, out, 16) == 0);
 	return KILN_OK;
 }
 

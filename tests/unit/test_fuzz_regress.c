@@ -58,3 +58,4 @@ Test(fuzz_regress, container) { replay("container", kiln_fuzz_container); }
 Test(fuzz_regress, proto) { replay("proto", kiln_fuzz_proto); }
 Test(fuzz_regress, spec) { replay("spec", kiln_fuzz_spec); }
 Test(fuzz_regress, astc) { replay("astc", kiln_fuzz_astc); }
+Test(fuzz_regress, astc_encode) { replay("astc_encode", kiln_fuzz_astc_encode); }
