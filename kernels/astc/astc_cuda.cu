@@ -343,6 +343,56 @@ __device__ static void sort_by_error(cg::grid_group &grid, astc_gpu_queue *q, in
 	grid.sync();
 }
 
+// With -DASTC_GPU_STAGE_TIMES (for profiling, e.g. NVEXTRA=-DASTC_GPU_STAGE_TIMES
+// tools/astc-variant.sh), each launch prints when each stage started, when its first and
+// its last thread ran out of work (the stage's tail) and how many blocks it listed, in
+// microseconds from the kernel's start; over several windows the figures span them all.
+// Without it the marks are empty.
+#ifdef ASTC_GPU_STAGE_TIMES
+static_assert(ASTC_ENC_STAGES == 3, "stage_first_idle starts at ~0 for every stage");
+__device__ unsigned long long stage_start[ASTC_ENC_STAGES], stage_first_idle[ASTC_ENC_STAGES] = {~0ull, ~0ull, ~0ull},
+	stage_last_idle[ASTC_ENC_STAGES];
+__device__ uint32_t stage_listed[ASTC_ENC_STAGES];
+__device__ static unsigned long long global_ns(void)
+{
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+__device__ static void mark_start(int stage, uint32_t listed)
+{
+	if (blockIdx.x == 0 && threadIdx.x == 0) {
+		stage_start[stage] = global_ns();
+		stage_listed[stage] = listed;
+	}
+}
+__device__ static void mark_idle(int stage)
+{
+	unsigned long long t = global_ns();
+	atomicMin(&stage_first_idle[stage], t);
+	atomicMax(&stage_last_idle[stage], t);
+}
+__device__ static void report_stages(int quality, const astc_enc_ctx *ctx)
+{
+	if (blockIdx.x != 0 || threadIdx.x != 0)
+		return;
+	unsigned long long t0 = stage_start[0], end = global_ns();
+	printf("stagetimes q%d fp%dx%d total %.1f us", quality, ctx->bw, ctx->bh, (double)(end - t0) / 1e3);
+	for (int k = 0; k < ASTC_ENC_STAGES; k++) {
+		printf(" | s%d start %.1f first idle %.1f last idle %.1f listed %u", k, (double)(stage_start[k] - t0) / 1e3,
+		       (double)(stage_first_idle[k] - t0) / 1e3, (double)(stage_last_idle[k] - t0) / 1e3,
+		       stage_listed[k]);
+		stage_first_idle[k] = ~0ull;
+		stage_last_idle[k] = 0;
+	}
+	printf("\n");
+}
+#else
+#define mark_start(stage, listed) ((void)0)
+#define mark_idle(stage) ((void)0)
+#define report_stages(quality, ctx) ((void)0)
+#endif
+
 // The batch in windows of ASTC_GPU_WINDOW blocks, each stage by stage over the whole grid:
 // a thread takes the stage's next item when it is done with one (the cost of a block
 // varies a lot; at small footprints the first stage's bulk goes in CTA runs, below), and
@@ -361,6 +411,7 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 	cg::grid_group grid = cg::this_grid();
 	astc_enc_effort ef;
 	astc_enc_effort_of(quality, &ef);
+	mark_start(ASTC_ENC_STAGE_ONE, (uint32_t)total);
 	for (uint64_t first = 0; first < total; first += ASTC_GPU_WINDOW) {
 		uint32_t blocks = (uint32_t)(total - first < ASTC_GPU_WINDOW ? total - first : ASTC_GPU_WINDOW);
 		// The bulk of the first stage in runs: a CTA takes ASTC_GPU_RUN blocks at once and
@@ -411,9 +462,11 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 		}
 		for (uint32_t at = take_next(&q->c.taken[0]); at < blocks; at = take_next(&q->c.taken[0]))
 			encode_first(ctx, surf, count, first, srgb, &ef, q, at);
+		mark_idle(ASTC_ENC_STAGE_ONE);
 		for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++) {
 			grid.sync();
 			uint32_t listed = *(volatile uint32_t *)&q->c.listed[stage - 1];
+			mark_start(stage, listed);
 			sort_by_error(grid, q, stage - 1, listed);
 			const astc_gpu_entry *l = q->sorted;
 			for (uint32_t k = take_next(&q->c.taken[stage]); k < listed; k = take_next(&q->c.taken[stage])) {
@@ -427,6 +480,7 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 				store_block(dst, out);
 				want_next(q, &ef, stage, blk.n, at, err, resid);
 			}
+			mark_idle(stage);
 		}
 		// the counters start again at 0 for the next window, once every thread is past them
 		grid.sync();
@@ -435,6 +489,7 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 				((uint32_t *)&q->c)[i] = 0;
 		grid.sync();
 	}
+	report_stages(quality, ctx);
 }
 
 // The CTAs of the kernel the current device holds at once, asked of the driver once per
