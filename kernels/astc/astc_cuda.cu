@@ -395,7 +395,8 @@ __device__ static void report_stages(int quality, const astc_enc_ctx *ctx)
 
 // The batch in windows of ASTC_GPU_WINDOW blocks, each stage by stage over the whole grid:
 // a thread takes the stage's next item when it is done with one (the cost of a block
-// varies a lot; at small footprints the first stage's bulk goes in CTA runs, below), and
+// varies a lot; at small footprints the first stage's bulk goes in CTA runs, and a later
+// stage of at most a block a thread is dealt evenly over the CTAs, below), and
 // the grid waits for the stage to end before the next begins (a block's later stage
 // starts from the encoding and error of its earlier one). The grid is as large as the
 // device holds at once (a cooperative launch: grid.sync). The order of a list depends on
@@ -471,8 +472,8 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 			const astc_gpu_entry *l = q->sorted;
 			// A list no longer than the grid has threads (fast's later stages, medium's second
 			// plane from 6x6 on) gives a thread at most one block, and the stage lasts as long
-			// as its slowest SM: such a stage is latency-bound. Taken as threads come for it,
-			// it went to whichever warps asked first, unevenly over the SMs; dealt, block k to
+			// as its slowest SM. Taken as threads come for it, it went to whichever warps asked
+			// first, most likely unevenly over the SMs (not profiled); dealt, block k to
 			// thread k / CTAs of CTA k % CTAs, every SM gets an even share, in full warps of
 			// neighbouring errors (the list is sorted). Measured on an H100 (batch of 32 Kodak
 			// images, kernel only, docs/PERFORMANCE.md, session 23): fast 4x4 / 6x6 / 8x8
