@@ -396,7 +396,7 @@ __device__ static void report_stages(int quality, const astc_enc_ctx *ctx)
 // The batch in windows of ASTC_GPU_WINDOW blocks, each stage by stage over the whole grid:
 // a thread takes the stage's next item when it is done with one (the cost of a block
 // varies a lot; at small footprints the first stage's bulk goes in CTA runs, and a later
-// stage of at most a block a thread is dealt evenly over the CTAs, below), and
+// stage's first round is dealt evenly over the CTAs, below), and
 // the grid waits for the stage to end before the next begins (a block's later stage
 // starts from the encoding and error of its earlier one). The grid is as large as the
 // device holds at once (a cooperative launch: grid.sync). The order of a list depends on
@@ -470,21 +470,20 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 			mark_start(stage, listed);
 			sort_by_error(grid, q, stage - 1, listed);
 			const astc_gpu_entry *l = q->sorted;
-			// A list no longer than the grid has threads (fast's later stages, medium's second
-			// plane from 6x6 on) gives a thread at most one block, and the stage lasts as long
-			// as its slowest SM. Taken as threads come for it, it went to whichever warps asked
-			// first, most likely unevenly over the SMs (not profiled); dealt, block k to
-			// thread k / CTAs of CTA k % CTAs, every SM gets an even share, in full warps of
-			// neighbouring errors (the list is sorted). Measured on an H100 (batch of 32 Kodak
-			// images, kernel only, docs/PERFORMANCE.md, session 23): fast 4x4 / 6x6 / 8x8
-			// 1,149 -> 1,164, 618 -> 655, 422 -> 489 Mpix/s, medium 8x8 58.6 -> 60.2 (4x4 and
-			// 6x6 -1%); spread over every warp instead (a few lanes each, every SM's warps
-			// busy) 13% slower at fast 8x8 (more threads' local memory in use on each SM).
-			uint32_t ctas = gridDim.x;
-			int dealt = listed <= ctas * blockDim.x;
-			uint32_t mine = threadIdx.x * ctas + blockIdx.x;
-			for (uint32_t k = dealt ? mine : take_next(&q->c.taken[stage]); k < listed;
-			     k = dealt ? UINT32_MAX : take_next(&q->c.taken[stage])) {
+			// The list's first round, a block for each thread of the grid, is dealt: block k
+			// to thread k / CTAs of CTA k % CTAs, so that every SM gets an even share of it,
+			// in full warps of neighbouring errors (the list is sorted); the rest is taken as
+			// threads finish. Where a list is no longer than that round (fast's later stages,
+			// medium's second plane from 6x6 on), the stage lasts as long as its slowest SM:
+			// taken as threads came for it, such a list went to whichever warps asked first,
+			// most likely unevenly over the SMs (not profiled). Measured on an H100 (batch of
+			// 32 Kodak images, kernel only, docs/PERFORMANCE.md, session 23): fast 4x4 / 6x6 /
+			// 8x8 1,149 -> 1,164, 618 -> 655, 422 -> 489 Mpix/s, medium 8x8 58.6 -> 60.2, 4x4
+			// and 6x6 within 1%; spread over every warp instead (a few lanes each, every SM's
+			// warps busy) 13% slower at fast 8x8 (more threads' local memory in use on each
+			// SM).
+			uint32_t ctas = gridDim.x, round = ctas * blockDim.x;
+			for (uint32_t k = threadIdx.x * ctas + blockIdx.x; k < listed; k = round + take_next(&q->c.taken[stage])) {
 				uint32_t at = l[k].at, err = l[k].err;
 				astc_enc_block blk;
 				uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
