@@ -476,7 +476,8 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 			// threads finish. Where a list is no longer than that round (fast's later stages,
 			// medium's second plane from 6x6 on), the stage lasts as long as its slowest SM:
 			// taken as threads came for it, such a list went to whichever warps asked first,
-			// most likely unevenly over the SMs (not profiled). Measured on an H100 (batch of
+			// unevenly over the SMs (fast 8x8: the 9,895 blocks of 2 partitions up to 480 a
+			// CTA, 47 of the 132 CTAs none; dealt, 74-75 each). Measured on an H100 (batch of
 			// 32 Kodak images, kernel only, docs/PERFORMANCE.md, session 23): fast 4x4 / 6x6 /
 			// 8x8 1,149 -> 1,164, 618 -> 655, 422 -> 489 Mpix/s, medium 8x8 58.6 -> 60.2, 4x4
 			// and 6x6 within 1%; spread over every warp instead (a few lanes each, every SM's
