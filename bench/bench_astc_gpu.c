@@ -193,18 +193,17 @@ int bench_astc_gpu(const bench_opts *opts, const bench_set *set, bench_report *r
 		bench_gpu_batch_destroy(&batch);
 		return 1;
 	}
-	static const uint32_t fps[][2] = {{4, 4}, {5, 4}, {5, 5}, {6, 5}, {6, 6}, {8, 5}, {8, 6},
-					  {8, 8}, {10, 5}, {10, 6}, {10, 8}, {10, 10}, {12, 10}, {12, 12}};
 	report_kernel(sec);
 	for (int q = KILN_QUALITY_FAST; q <= KILN_QUALITY_HIGH; q++) { /* fastest first */
-		for (size_t f = 0; f < sizeof fps / sizeof fps[0]; f++) {
-			if (!selected(fps[f][0], fps[f][1], q))
+		for (int f = 0; f < KILN_ASTC_FOOTPRINTS; f++) {
+			uint32_t bw = kiln_astc_footprints[f][0], bh = kiln_astc_footprints[f][1];
+			if (!selected(bw, bh, q))
 				continue;
 			char what[160], cell[48];
 			astc_gpu_run g;
-			snprintf(what, sizeof what, "ASTC %ux%u %s, kernel only, batch of %d", fps[f][0], fps[f][1],
+			snprintf(what, sizeof what, "ASTC %ux%u %s, kernel only, batch of %d", bw, bh,
 				 kiln_quality_name((kiln_quality)q), BENCH_GPU_BATCH);
-			kiln_status st = run_init(&g, &batch, fps[f][0], fps[f][1]);
+			kiln_status st = run_init(&g, &batch, bw, bh);
 			if (!bench_gpu_ok(sec, what, st)) {
 				failed++;
 				continue;

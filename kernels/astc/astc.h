@@ -29,6 +29,13 @@ typedef struct kiln_astc_params {
 /* medium, 6x6, linear */
 void kiln_astc_params_default(kiln_astc_params *params);
 
+/* The 14 2D footprints of the specification (width, height), smallest first. */
+#define KILN_ASTC_FOOTPRINTS 14
+extern const uint8_t kiln_astc_footprints[KILN_ASTC_FOOTPRINTS][2];
+
+/* The index of w x h in kiln_astc_footprints; -1 for none. */
+int kiln_astc_footprint_index(uint32_t block_w, uint32_t block_h);
+
 /* 1 when w x h is one of the 14 2D footprints of the specification. */
 int kiln_astc_footprint_valid(uint32_t block_w, uint32_t block_h);
 

@@ -12,20 +12,20 @@
 /* Surfaces handled per pool run: their descriptors live on the stack (no allocation). */
 #define ASTC_CPU_CHUNK 256
 
-static const uint8_t footprints[14][2] = {
+const uint8_t kiln_astc_footprints[KILN_ASTC_FOOTPRINTS][2] = {
 	{4, 4}, {5, 4}, {5, 5}, {6, 5}, {6, 6}, {8, 5}, {8, 6},
 	{8, 8}, {10, 5}, {10, 6}, {10, 8}, {10, 10}, {12, 10}, {12, 12},
 };
 
 /* The encoder's per-footprint tables, built on first use and read-only afterwards. */
-static astc_enc_ctx contexts[14];
-static int contexts_ready[14];
+static astc_enc_ctx contexts[KILN_ASTC_FOOTPRINTS];
+static int contexts_ready[KILN_ASTC_FOOTPRINTS];
 static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int footprint_index(uint32_t block_w, uint32_t block_h)
+int kiln_astc_footprint_index(uint32_t block_w, uint32_t block_h)
 {
-	for (int i = 0; i < 14; i++)
-		if (footprints[i][0] == block_w && footprints[i][1] == block_h)
+	for (int i = 0; i < KILN_ASTC_FOOTPRINTS; i++)
+		if (kiln_astc_footprints[i][0] == block_w && kiln_astc_footprints[i][1] == block_h)
 			return i;
 	return -1;
 }
@@ -34,7 +34,7 @@ static const astc_enc_ctx *context_for(int fp)
 {
 	pthread_mutex_lock(&contexts_lock);
 	if (!contexts_ready[fp]) {
-		astc_enc_ctx_init(&contexts[fp], footprints[fp][0], footprints[fp][1]);
+		astc_enc_ctx_init(&contexts[fp], kiln_astc_footprints[fp][0], kiln_astc_footprints[fp][1]);
 		contexts_ready[fp] = 1;
 	}
 	pthread_mutex_unlock(&contexts_lock);
@@ -83,7 +83,7 @@ kiln_status kiln_astc_encode_cpu(const kiln_astc_params *params, const kiln_surf
 		return KILN_OK;
 	if (!params || !src || !dst || !status || !quality_valid(params->quality))
 		return KILN_ERR_INVALID_ARG;
-	int fp = footprint_index(params->block_w, params->block_h);
+	int fp = kiln_astc_footprint_index(params->block_w, params->block_h);
 	if (fp < 0)
 		return KILN_ERR_INVALID_ARG;
 	const astc_enc_ctx *ctx = context_for(fp);
@@ -123,10 +123,7 @@ void kiln_astc_params_default(kiln_astc_params *params)
 
 int kiln_astc_footprint_valid(uint32_t block_w, uint32_t block_h)
 {
-	for (size_t i = 0; i < sizeof footprints / sizeof footprints[0]; i++)
-		if (footprints[i][0] == block_w && footprints[i][1] == block_h)
-			return 1;
-	return 0;
+	return kiln_astc_footprint_index(block_w, block_h) >= 0;
 }
 
 size_t kiln_astc_bound(uint32_t width, uint32_t height, uint32_t block_w, uint32_t block_h)

@@ -76,13 +76,7 @@ namespace cg = cooperative_groups;
 #ifndef ASTC_GPU_MIN_CTAS
 #define ASTC_GPU_MIN_CTAS 1
 #endif
-#define ASTC_FOOTPRINTS 14
 #define ASTC_MAX_DEVICES 64
-
-static const uint8_t footprints[ASTC_FOOTPRINTS][2] = {
-	{4, 4}, {5, 4}, {5, 5}, {6, 5}, {6, 6}, {8, 5}, {8, 6},
-	{8, 8}, {10, 5}, {10, 6}, {10, 8}, {10, 10}, {12, 10}, {12, 12},
-};
 
 // One valid surface of a batch and where its blocks start in the batch's sequence.
 struct astc_gpu_surface {
@@ -94,11 +88,11 @@ struct astc_gpu_surface {
 };
 
 // The contexts on each device (static device memory: nothing is allocated per call).
-__device__ astc_enc_ctx astc_gpu_contexts[ASTC_FOOTPRINTS];
+__device__ astc_enc_ctx astc_gpu_contexts[KILN_ASTC_FOOTPRINTS];
 
 // Host side: the contexts built once, and which device contexts hold a copy of which.
-static astc_enc_ctx host_contexts[ASTC_FOOTPRINTS];
-static int host_ready[ASTC_FOOTPRINTS];
+static astc_enc_ctx host_contexts[KILN_ASTC_FOOTPRINTS];
+static int host_ready[KILN_ASTC_FOOTPRINTS];
 static struct {
 	unsigned long long ctx_id; // CUDA context the copies were made in; 0: none
 	uint16_t copied;           // bit f: footprint f is on the device
@@ -139,14 +133,6 @@ static unsigned long long current_context_id(void)
 	return id;
 }
 
-static int footprint_index(uint32_t bw, uint32_t bh)
-{
-	for (int i = 0; i < ASTC_FOOTPRINTS; i++)
-		if (footprints[i][0] == bw && footprints[i][1] == bh)
-			return i;
-	return -1;
-}
-
 // The device address of footprint fp's context on the current device, copying it there
 // first when this CUDA context does not hold it yet. The copy is synchronous (first use
 // only): a launch from another thread that finds the bit set must see the data.
@@ -169,7 +155,7 @@ static kiln_status context_on_device(int fp, cudaStream_t stream, const astc_enc
 	}
 	if (slot < 0 || id == 0 || !(device_state[slot].copied >> fp & 1u)) {
 		if (!host_ready[fp]) {
-			astc_enc_ctx_init(&host_contexts[fp], footprints[fp][0], footprints[fp][1]);
+			astc_enc_ctx_init(&host_contexts[fp], kiln_astc_footprints[fp][0], kiln_astc_footprints[fp][1]);
 			host_ready[fp] = 1;
 		}
 		if (cudaMemcpyToSymbolAsync(astc_gpu_contexts, &host_contexts[fp], sizeof(astc_enc_ctx),
@@ -547,7 +533,7 @@ extern "C" kiln_status kiln_astc_encode_gpu(const kiln_astc_params *params, cons
 	    (params->quality != KILN_QUALITY_FAST && params->quality != KILN_QUALITY_MEDIUM &&
 	     params->quality != KILN_QUALITY_HIGH) || count > UINT32_MAX)
 		return KILN_ERR_INVALID_ARG;
-	int fp = footprint_index(params->block_w, params->block_h);
+	int fp = kiln_astc_footprint_index(params->block_w, params->block_h);
 	if (fp < 0)
 		return KILN_ERR_INVALID_ARG;
 	cudaStream_t s = (cudaStream_t)stream;

@@ -111,10 +111,6 @@ static inline kiln_status kiln_fuzz_container(const uint8_t *data, size_t size)
 	return st;
 }
 
-/* The ASTC footprints, which the ASTC targets' first byte picks from. */
-static const uint8_t kiln_fuzz_astc_footprints[14][2] = {{4, 4}, {5, 4}, {5, 5}, {6, 5}, {6, 6}, {8, 5}, {8, 6},
-							 {8, 8}, {10, 5}, {10, 6}, {10, 8}, {10, 10}, {12, 10}, {12, 12}};
-
 /* ASTC blocks: arbitrary 16-byte blocks through the decoder and back through the
  * encoder's packer. The first byte picks the footprint (byte % 14) and the colour space
  * (bit 7); the rest is up to 64 blocks, decoded one by one and as one row of a surface
@@ -130,7 +126,7 @@ static inline kiln_status kiln_fuzz_astc(const uint8_t *data, size_t size)
 {
 	if (size < 1 + 16)
 		return KILN_ERR_TRUNCATED;
-	const uint8_t *footprint = kiln_fuzz_astc_footprints[data[0] % 14];
+	const uint8_t *footprint = kiln_astc_footprints[data[0] % KILN_ASTC_FOOTPRINTS];
 	int bw = footprint[0], bh = footprint[1], srgb = data[0] >> 7;
 	size_t nblocks = (size - 1) / 16 > 64 ? 64 : (size - 1) / 16;
 	const uint8_t *blocks = data + 1;
@@ -201,16 +197,16 @@ static inline kiln_status kiln_fuzz_astc(const uint8_t *data, size_t size)
  * every choice of the search compares such errors. */
 static inline kiln_status kiln_fuzz_astc_encode(const uint8_t *data, size_t size)
 {
-	static astc_enc_ctx ctxs[14];
-	static int ready[14];
+	static astc_enc_ctx ctxs[KILN_ASTC_FOOTPRINTS];
+	static int ready[KILN_ASTC_FOOTPRINTS];
 	if (size < 3)
 		return KILN_ERR_TRUNCATED;
-	int fp = data[0] % 14, quality = data[1] & 3, srgb = data[1] >> 2 & 1, opaque = data[1] >> 3 & 1;
+	int fp = data[0] % KILN_ASTC_FOOTPRINTS, quality = data[1] & 3, srgb = data[1] >> 2 & 1, opaque = data[1] >> 3 & 1;
 	if (quality == 3)
 		quality = KILN_QUALITY_FAST;
 	astc_enc_block blk;
-	blk.bw = kiln_fuzz_astc_footprints[fp][0];
-	blk.bh = kiln_fuzz_astc_footprints[fp][1];
+	blk.bw = kiln_astc_footprints[fp][0];
+	blk.bh = kiln_astc_footprints[fp][1];
 	if (!ready[fp]) {
 		astc_enc_ctx_init(&ctxs[fp], blk.bw, blk.bh);
 		ready[fp] = 1;
