@@ -401,8 +401,32 @@ static void submit_nfault_job(write_watch *watch, char *job, size_t cap, long lo
 	wait_done_at_least(job, done, 60, watch);
 }
 
+/* Prints the warnings and errors of every process log in dir (teardown removes them), so
+ * that a failed run says why its items failed. */
+static void print_log_problems(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		size_t len = strlen(e->d_name);
+		if (len < 4 || strcmp(e->d_name + len - 4, ".log") != 0)
+			continue;
+		char path[512], line[2048];
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		FILE *f = fopen(path, "r");
+		while (f && fgets(line, sizeof line, f))
+			if (strstr(line, "level=warn") || strstr(line, "level=error"))
+				fprintf(stderr, "faults: %s: %s", e->d_name, line);
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+}
+
 /* wait_job (120 s at most), then expects the job done with all NFAULT items and none
- * failed, as every fault below must end; returns the time it ended. */
+ * failed, as every fault below must end (else prints the processes' warnings); returns
+ * the time it ended. */
 static double expect_all_done(const char *id, write_watch *watch)
 {
 	json_t *view = wait_job(id, 120, watch);
@@ -410,6 +434,8 @@ static double expect_all_done(const char *id, write_watch *watch)
 	cr_expect_str_eq(job_state(view), "done");
 	cr_expect_eq(items(view, "done"), NFAULT);
 	cr_expect_eq(items(view, "failed"), 0);
+	if (items(view, "done") != NFAULT || items(view, "failed") != 0)
+		print_log_problems();
 	json_decref(view);
 	return t_end;
 }
