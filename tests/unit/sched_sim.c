@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <curl/curl.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,16 +34,62 @@ void sim_rmdir(const char *dir)
 	(void)system(cmd);
 }
 
-unsigned sim_free_port(void)
+/* The lowest port the kernel hands out for bind(0) and outgoing connections. */
+static unsigned ephemeral_low(void)
+{
+	unsigned lo = 32768, hi = 0;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	if (f) {
+		if (fscanf(f, "%u %u", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	return lo;
+}
+
+/* Whether a listener could bind port on 127.0.0.1 now (without SO_REUSEADDR: a port
+ * some connection of an earlier test still holds in TIME_WAIT is passed over). */
+static int port_bindable(unsigned port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	cr_assert(fd >= 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof a;
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
 	close(fd);
-	return ntohs(a.sin_port);
+	return ok;
+}
+
+/* A port below the ephemeral range: a port bind(0) chose and released could be taken by
+ * any outgoing connection (curl's, ZeroMQ's) of the tests running beside this one before
+ * the server under test binds it (seen once as "address in use"). Below that range only
+ * listeners bind, and each test process starts at its own place (from its pid) in it. */
+unsigned sim_free_port(void)
+{
+	static unsigned next;
+	unsigned first = 10000, lo = ephemeral_low();
+	if (lo < first + 1000) {
+		/* no room below the range: let the kernel pick */
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		cr_assert(fd >= 0);
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		socklen_t len = sizeof a;
+		cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+		cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+		close(fd);
+		return ntohs(a.sin_port);
+	}
+	unsigned span = lo - first;
+	if (!next)
+		next = first + (unsigned)getpid() * 97u % span;
+	for (unsigned tries = 0; tries < span; tries++) {
+		unsigned port = next;
+		next = first + (next - first + 1) % span;
+		if (port_bindable(port))
+			return port;
+	}
+	cr_assert_fail("no free port on 127.0.0.1 below %u", lo);
+	return 0;
 }
 
 static size_t on_body(char *data, size_t size, size_t n, void *ctx)
