@@ -2020,6 +2020,18 @@ KILN_HD float astc_enc_entry_cut(const float *errs, const int *cgrid, int count,
 	return cgrid[count - 1] > g ? astc_enc_float_up(errs[count - 1]) : errs[count - 1];
 }
 
+/* Whether the ranking drops a grid part-way through its decimation term (below): on the
+ * CPU, which it spares work; not on the GPU, whose lanes (a block each) dropped their
+ * grids at different quarters and waited for each other: without the test every grid's
+ * term is summed in full and its modes cut by the mode loop's test, and the kernel ran
+ * 0.8-2% faster at every footprint and preset measured (docs/PERFORMANCE.md, session
+ * 24). The test is exact, so the bytes are the same either way. */
+#ifdef __CUDA_ARCH__
+#define ASTC_ENC_DROP_PARTWAY 0
+#else
+#define ASTC_ENC_DROP_PARTWAY 1
+#endif
+
 /* Ranks the block modes of one plane count for a fit without encoding them: per weight
  * grid, the error of the ideal (unquantised) weights after decimation to the grid, plus
  * per mode the error of quantising those grid weights to its range and an expected
@@ -2121,7 +2133,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		 * is full, where it alone leaves the grid's mode of fewest weight bits out at
 		 * each quarter of a plane's texels (the test above at dec), the grid
 		 * is dropped (its modes would not enter: the mode loop below stops at its first)
-		 * before the rest of its weights are fitted */
+		 * before the rest of its weights are fitted (ASTC_ENC_DROP_PARTWAY) */
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
 		int dropped = 0;
@@ -2136,7 +2148,8 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 					float d = tw[i] * 64.0f - astc_enc_infill16(gr, i, ideal[pl]) / 16.0f;
 					dec += d * d * len[pl][fit->part[i]] / 4096.0f;
 				}
-				dropped = have == count && !astc_enc_mode_live(&ks, cterm, ok, dec, astc_enc_entry_cut(errs, cgrid, count, g));
+				dropped = ASTC_ENC_DROP_PARTWAY && have == count &&
+					  !astc_enc_mode_live(&ks, cterm, ok, dec, astc_enc_entry_cut(errs, cgrid, count, g));
 			}
 		}
 		if (dropped)
