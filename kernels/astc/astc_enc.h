@@ -2024,7 +2024,7 @@ KILN_HD float astc_enc_entry_cut(const float *errs, const int *cgrid, int count,
  * CPU, which it spares work; not on the GPU, whose lanes (a block each) dropped their
  * grids at different quarters and waited for each other: without the test every grid's
  * term is summed in full and its modes cut by the mode loop's test, and the kernel ran
- * 0.8-2% faster at every footprint and preset measured (docs/PERFORMANCE.md, session
+ * 0.1-1.9% faster at every footprint and preset measured (docs/PERFORMANCE.md, session
  * 24). The test is exact, so the bytes are the same either way. */
 #ifdef __CUDA_ARCH__
 #define ASTC_ENC_DROP_PARTWAY 0
