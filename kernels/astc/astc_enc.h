@@ -62,6 +62,21 @@
 #endif
 
 #define ASTC_ENC_MAX_MODES 2048
+/* Two of the search's exact cuts, which spare the CPU work, are left out on the GPU, whose
+ * lanes (a block each) took them at different points and waited for each other: the
+ * ranking's drop of a grid part-way through its decimation term (astc_enc_estimate; the
+ * grid's modes are then cut by the mode loop's test) and the 3- and 4-partition pattern
+ * match's bound (astc_enc_pattern_mismatch_k). Without them the kernel ran 0.1-1.9%
+ * faster at every footprint and preset measured, and +1.0% more at medium 4x4 for the
+ * second (H100, docs/PERFORMANCE.md, session 24); the other exact early exits measured
+ * (astc_enc_eval's limit, the polish's colour moves, astc_enc_moment_resid's cut, the
+ * ranking's mode and grid cuts) are as fast or faster kept. Exact cuts: the same bytes
+ * either way. */
+#ifdef __CUDA_ARCH__
+#define ASTC_ENC_CPU_CUTS 0
+#else
+#define ASTC_ENC_CPU_CUTS 1
+#endif
 #define ASTC_ENC_SEEDS 1024
 /* 2-partition seeds whose patterns are scored in full, per quality */
 #define ASTC_ENC_MAX_TRY_SEEDS 32
@@ -1914,7 +1929,7 @@ KILN_HD_CONST uint8_t astc_enc_perms[24][4] = {
 /* Texels of a k-clustering (clusters of msize texels) outside the partitions of seed s
  * (k = 3, 4) under the best matching of clusters to partitions; where no matching can
  * bring that under `cut` (each cluster in its best partition), a bound at or above `cut`
- * instead. */
+ * instead (on the CPU: ASTC_ENC_CPU_CUTS). */
 KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k, uint64_t masks[4][3],
 					const int *msize, int n, uint32_t cut)
 {
@@ -1941,7 +1956,7 @@ KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k
 		}
 		top += cnt[a][l] > mx ? cnt[a][l] : mx;
 		rest -= msize[a];
-		if ((uint32_t)(n - top - rest) >= cut)
+		if (ASTC_ENC_CPU_CUTS && (uint32_t)(n - top - rest) >= cut)
 			return n - top - rest;
 	}
 	/* the clusters and the partitions each cover every texel once: the last row is what
@@ -1956,7 +1971,7 @@ KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k
 		mx = cnt[l][b] > mx ? cnt[l][b] : mx;
 	}
 	top += cnt[l][l] > mx ? cnt[l][l] : mx;
-	if ((uint32_t)(n - top) >= cut)
+	if (ASTC_ENC_CPU_CUTS && (uint32_t)(n - top) >= cut)
 		return n - top;
 	/* the best assignment over every permutation (6 or 24) */
 	int best = 0;
@@ -2019,18 +2034,6 @@ KILN_HD float astc_enc_entry_cut(const float *errs, const int *cgrid, int count,
 {
 	return cgrid[count - 1] > g ? astc_enc_float_up(errs[count - 1]) : errs[count - 1];
 }
-
-/* Whether the ranking drops a grid part-way through its decimation term (below): on the
- * CPU, which it spares work; not on the GPU, whose lanes (a block each) dropped their
- * grids at different quarters and waited for each other: without the test every grid's
- * term is summed in full and its modes cut by the mode loop's test, and the kernel ran
- * 0.1-1.9% faster at every footprint and preset measured (docs/PERFORMANCE.md, session
- * 24). The test is exact, so the bytes are the same either way. */
-#ifdef __CUDA_ARCH__
-#define ASTC_ENC_DROP_PARTWAY 0
-#else
-#define ASTC_ENC_DROP_PARTWAY 1
-#endif
 
 /* Ranks the block modes of one plane count for a fit without encoding them: per weight
  * grid, the error of the ideal (unquantised) weights after decimation to the grid, plus
@@ -2133,7 +2136,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		 * is full, where it alone leaves the grid's mode of fewest weight bits out at
 		 * each quarter of a plane's texels (the test above at dec), the grid
 		 * is dropped (its modes would not enter: the mode loop below stops at its first)
-		 * before the rest of its weights are fitted (ASTC_ENC_DROP_PARTWAY) */
+		 * before the rest of its weights are fitted (ASTC_ENC_CPU_CUTS) */
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
 		int dropped = 0;
@@ -2148,7 +2151,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 					float d = tw[i] * 64.0f - astc_enc_infill16(gr, i, ideal[pl]) / 16.0f;
 					dec += d * d * len[pl][fit->part[i]] / 4096.0f;
 				}
-				dropped = ASTC_ENC_DROP_PARTWAY && have == count &&
+				dropped = ASTC_ENC_CPU_CUTS && have == count &&
 					  !astc_enc_mode_live(&ks, cterm, ok, dec, astc_enc_entry_cut(errs, cgrid, count, g));
 			}
 		}
