@@ -66,12 +66,11 @@
  * lanes (a block each) took them at different points and waited for each other: the
  * ranking's drop of a grid part-way through its decimation term (astc_enc_estimate; the
  * grid's modes are then cut by the mode loop's test) and the 3- and 4-partition pattern
- * match's bound (astc_enc_pattern_mismatch_k). Without them the kernel ran 0.1-1.9%
- * faster at every footprint and preset measured, and +1.0% more at medium 4x4 for the
- * second (H100, docs/PERFORMANCE.md, session 24); the other exact early exits measured
- * (astc_enc_eval's limit, the polish's colour moves, astc_enc_moment_resid's cut, the
- * ranking's mode and grid cuts) are as fast or faster kept. Exact cuts: the same bytes
- * either way. */
+ * match's bound (astc_enc_pattern_mismatch_k). Without both the kernel ran 0.6-2.5%
+ * faster at every footprint and preset measured (H100, docs/PERFORMANCE.md, session 24);
+ * the other exact early exits measured (astc_enc_eval's limit, the polish's colour moves,
+ * astc_enc_moment_resid's cut, the ranking's mode cut, every cut of the ranking at once)
+ * were as fast or faster kept. Exact cuts: the same bytes either way. */
 #ifdef __CUDA_ARCH__
 #define ASTC_ENC_CPU_CUTS 0
 #else
