@@ -62,19 +62,22 @@
 #endif
 
 #define ASTC_ENC_MAX_MODES 2048
-/* Two of the search's exact cuts, which spare the CPU work, are left out on the GPU, whose
- * lanes (a block each) took them at different points and waited for each other: the
- * ranking's drop of a grid part-way through its decimation term (astc_enc_estimate; the
- * grid's modes are then cut by the mode loop's test) and the 3- and 4-partition pattern
- * match's bound (astc_enc_pattern_mismatch_k). Without both the kernel ran 0.6-2.5%
- * faster at every footprint and preset measured (H100, docs/PERFORMANCE.md, session 24);
- * the other exact early exits measured (astc_enc_eval's limit, the polish's colour moves,
- * astc_enc_moment_resid's cut, the ranking's mode cut, every cut of the ranking at once)
- * were as fast or faster kept. Exact cuts: the same bytes either way. */
+/* Three of the search's exact shortcuts, which spare the CPU work, are left out on the
+ * GPU, whose lanes (a block each) took them at different points and waited for each
+ * other: the ranking's drop of a grid part-way through its decimation term
+ * (astc_enc_estimate; the grid's modes are then cut by the mode loop's test), the 3- and
+ * 4-partition pattern match's bound (astc_enc_pattern_mismatch_k) and the ranking's cache
+ * of grid weights for the encodings (astc_enc_grid_cache; they are fitted again from the
+ * texels). Without the first two the kernel ran 0.6-2.5% faster at every footprint and
+ * preset measured, without the cache too 0-7% more (6x6: fast and medium +7%; H100,
+ * docs/PERFORMANCE.md, session 24); the other exact early exits measured
+ * (astc_enc_eval's limit, the polish's colour moves, astc_enc_moment_resid's cut, the
+ * ranking's mode cut, every cut of the ranking at once, the power iteration's stop) were
+ * as fast or faster kept. Exact: the same bytes either way. */
 #ifdef __CUDA_ARCH__
-#define ASTC_ENC_CPU_CUTS 0
+#define ASTC_ENC_CPU_SHORTCUTS 0
 #else
-#define ASTC_ENC_CPU_CUTS 1
+#define ASTC_ENC_CPU_SHORTCUTS 1
 #endif
 #define ASTC_ENC_SEEDS 1024
 /* 2-partition seeds whose patterns are scored in full, per quality */
@@ -1928,7 +1931,7 @@ KILN_HD_CONST uint8_t astc_enc_perms[24][4] = {
 /* Texels of a k-clustering (clusters of msize texels) outside the partitions of seed s
  * (k = 3, 4) under the best matching of clusters to partitions; where no matching can
  * bring that under `cut` (each cluster in its best partition), a bound at or above `cut`
- * instead (on the CPU: ASTC_ENC_CPU_CUTS). */
+ * instead (on the CPU: ASTC_ENC_CPU_SHORTCUTS). */
 KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k, uint64_t masks[4][3],
 					const int *msize, int n, uint32_t cut)
 {
@@ -1955,7 +1958,7 @@ KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k
 		}
 		top += cnt[a][l] > mx ? cnt[a][l] : mx;
 		rest -= msize[a];
-		if (ASTC_ENC_CPU_CUTS && (uint32_t)(n - top - rest) >= cut)
+		if (ASTC_ENC_CPU_SHORTCUTS && (uint32_t)(n - top - rest) >= cut)
 			return n - top - rest;
 	}
 	/* the clusters and the partitions each cover every texel once: the last row is what
@@ -1970,7 +1973,7 @@ KILN_HD int astc_enc_pattern_mismatch_k(const astc_enc_ctx *ctx, int seed, int k
 		mx = cnt[l][b] > mx ? cnt[l][b] : mx;
 	}
 	top += cnt[l][l] > mx ? cnt[l][l] : mx;
-	if (ASTC_ENC_CPU_CUTS && (uint32_t)(n - top) >= cut)
+	if (ASTC_ENC_CPU_SHORTCUTS && (uint32_t)(n - top) >= cut)
 		return n - top;
 	/* the best assignment over every permutation (6 or 24) */
 	int best = 0;
@@ -2135,7 +2138,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		 * is full, where it alone leaves the grid's mode of fewest weight bits out at
 		 * each quarter of a plane's texels (the test above at dec), the grid
 		 * is dropped (its modes would not enter: the mode loop below stops at its first)
-		 * before the rest of its weights are fitted (ASTC_ENC_CPU_CUTS) */
+		 * before the rest of its weights are fitted (ASTC_ENC_CPU_SHORTCUTS) */
 		float ideal[2][ASTC_MAX_WEIGHTS], dec = 0.0f;
 		uint8_t near[2][ASTC_MAX_WEIGHTS]; /* the ideal weights rounded, for every mode */
 		int dropped = 0;
@@ -2150,7 +2153,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 					float d = tw[i] * 64.0f - astc_enc_infill16(gr, i, ideal[pl]) / 16.0f;
 					dec += d * d * len[pl][fit->part[i]] / 4096.0f;
 				}
-				dropped = ASTC_ENC_CPU_CUTS && have == count &&
+				dropped = ASTC_ENC_CPU_SHORTCUTS && have == count &&
 					  !astc_enc_mode_live(&ks, cterm, ok, dec, astc_enc_entry_cut(errs, cgrid, count, g));
 			}
 		}
@@ -2226,8 +2229,9 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 				inserted = 1;
 			}
 		}
-		/* (a full grid's weights are the texels' own: nothing to keep) */
-		if (!inserted || gr->full)
+		/* (a full grid's weights are the texels' own: nothing to keep; nothing kept on the
+		 * GPU: ASTC_ENC_CPU_SHORTCUTS) */
+		if (!ASTC_ENC_CPU_SHORTCUTS || !inserted || gr->full)
 			continue;
 		/* each plane's weights go to an empty slot, or replace those of the slot whose grid
 		 * stands lowest in the list where that is below this grid's first place */
