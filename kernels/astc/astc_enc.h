@@ -66,19 +66,22 @@
  * GPU, whose lanes (a block each) took them at different points and waited for each
  * other: the ranking's drop of a grid part-way through its decimation term
  * (astc_enc_estimate; the grid's modes are then cut by the mode loop's test), the 3- and
- * 4-partition pattern match's bound (astc_enc_pattern_mismatch_k) and the ranking's cache
- * of grid weights for the encodings (astc_enc_grid_cache; they are fitted again from the
- * texels). Without the first two the kernel ran 0.6-2.5% faster at every footprint and
- * preset measured, without the cache too 0-7% more (6x6: fast and medium +7%; H100,
- * docs/PERFORMANCE.md, session 24); the other exact early exits measured
- * (astc_enc_eval's limit, the polish's colour moves, astc_enc_moment_resid's cut, the
- * ranking's mode cut, every cut of the ranking at once, the power iteration's stop) were
- * as fast or faster kept. Exact: the same bytes either way. */
+ * 4-partition pattern match's bound (astc_enc_pattern_mismatch_k) and, below
+ * ASTC_ENC_GPU_CACHE_TEXELS, the ranking's cache of grid weights for the encodings
+ * (astc_enc_grid_cache; they are fitted again from the texels). Without the first two the
+ * kernel ran 0.6-2.5% faster at every footprint and preset measured, without the cache
+ * too up to 7% more (6x5, 6x6, 8x6: 4-7% at fast and medium), but 1-3% less at 10x10 and
+ * 12x12, where a fit from the texels costs more (H100, docs/PERFORMANCE.md, session 24);
+ * the other exact early exits measured (astc_enc_eval's limit, the polish's colour moves,
+ * astc_enc_moment_resid's cut, the ranking's mode cut, every cut of the ranking at once,
+ * the power iteration's stop) were as fast or faster kept. Exact: the same bytes either
+ * way. */
 #ifdef __CUDA_ARCH__
 #define ASTC_ENC_CPU_SHORTCUTS 0
 #else
 #define ASTC_ENC_CPU_SHORTCUTS 1
 #endif
+#define ASTC_ENC_GPU_CACHE_TEXELS 100
 #define ASTC_ENC_SEEDS 1024
 /* 2-partition seeds whose patterns are scored in full, per quality */
 #define ASTC_ENC_MAX_TRY_SEEDS 32
@@ -2230,8 +2233,8 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 			}
 		}
 		/* (a full grid's weights are the texels' own: nothing to keep; nothing kept on the
-		 * GPU: ASTC_ENC_CPU_SHORTCUTS) */
-		if (!ASTC_ENC_CPU_SHORTCUTS || !inserted || gr->full)
+		 * GPU below ASTC_ENC_GPU_CACHE_TEXELS: ASTC_ENC_CPU_SHORTCUTS) */
+		if ((!ASTC_ENC_CPU_SHORTCUTS && n < ASTC_ENC_GPU_CACHE_TEXELS) || !inserted || gr->full)
 			continue;
 		/* each plane's weights go to an empty slot, or replace those of the slot whose grid
 		 * stands lowest in the list where that is below this grid's first place */
