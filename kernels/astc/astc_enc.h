@@ -81,7 +81,9 @@
 #else
 #define ASTC_ENC_CPU_SHORTCUTS 1
 #endif
+#ifndef ASTC_ENC_GPU_CACHE_TEXELS
 #define ASTC_ENC_GPU_CACHE_TEXELS 100
+#endif
 #define ASTC_ENC_SEEDS 1024
 /* 2-partition seeds whose patterns are scored in full, per quality */
 #define ASTC_ENC_MAX_TRY_SEEDS 32
