@@ -63,23 +63,26 @@
 
 #define ASTC_ENC_MAX_MODES 2048
 /* Three of the search's exact shortcuts, which spare the CPU work, are left out on the
- * GPU, whose lanes (a block each) took them at different points and waited for each
- * other: the ranking's drop of a grid part-way through its decimation term
- * (astc_enc_estimate; the grid's modes are then cut by the mode loop's test), the 3- and
- * 4-partition pattern match's bound (astc_enc_pattern_mismatch_k) and, below
- * ASTC_ENC_GPU_CACHE_TEXELS, the ranking's cache of grid weights for the encodings
- * (astc_enc_grid_cache; they are fitted again from the texels). Without the first two the
- * kernel ran 0.6-2.5% faster at every footprint and preset measured, without the cache
- * too up to 7% more (6x5, 6x6, 8x6: 4-7% at fast and medium), but 1-3% less at 10x10 and
- * 12x12, where a fit from the texels costs more (H100, docs/PERFORMANCE.md, session 24);
- * the other exact early exits measured (astc_enc_eval's limit, the polish's colour moves,
- * astc_enc_moment_resid's cut, the ranking's mode cut, every cut of the ranking at once,
- * the power iteration's stop) were as fast or faster kept. Exact: the same bytes either
- * way. */
+ * GPU, where a warp's lanes (a block each) reach them at different points and they
+ * measured slower than the work they save: the ranking's drop of a grid part-way
+ * through its decimation term (astc_enc_estimate; the grid's modes are then cut by the
+ * mode loop's test), the 3- and 4-partition pattern match's bound
+ * (astc_enc_pattern_mismatch_k) and, below ASTC_ENC_GPU_CACHE_TEXELS, the ranking's cache
+ * of grid weights for the encodings (astc_enc_grid_cache; they are fitted again from the
+ * texels). Without the first two the kernel ran 0.6-2.5% faster at every footprint and
+ * preset measured, without the cache too up to 7% more (6x5, 6x6, 8x6: 4-7% at fast and
+ * medium), but 1-3% less at 10x10 and 12x12, where a fit from the texels costs more
+ * (H100, docs/PERFORMANCE.md, session 24); the other exact early exits measured
+ * (astc_enc_eval's limit, the polish's colour moves, astc_enc_moment_resid's cut, the
+ * ranking's mode cut, every cut of the ranking at once, the power iteration's stop) were
+ * as fast or faster kept. Exact: the same bytes either way (tests/unit/
+ * test_astc_gpu_form.c runs the GPU's form on the CPU against the CPU backend). */
+#ifndef ASTC_ENC_CPU_SHORTCUTS /* a test builds the GPU's form on the CPU */
 #ifdef __CUDA_ARCH__
 #define ASTC_ENC_CPU_SHORTCUTS 0
 #else
 #define ASTC_ENC_CPU_SHORTCUTS 1
+#endif
 #endif
 #ifndef ASTC_ENC_GPU_CACHE_TEXELS
 #define ASTC_ENC_GPU_CACHE_TEXELS 100
