@@ -15,6 +15,7 @@
 #include "common/png_io.h"
 #include "kernels/astc/astc.h"
 #include "kernels/astc/astc_block.h"
+#include "astc_testutil.h"
 #include "testutil.h"
 
 static const uint8_t footprints[14][2] = {
@@ -289,36 +290,11 @@ static void remove_tmpdir(const char *dir)
 	(void)system(cmd);
 }
 
-/* A w x h crop of a Kodak image at (x0, y0); with alpha: a radial mask with a hard edge
- * and a soft ramp, so blocks see opaque, transparent and mixed alpha. */
-static void kodak_crop(const char *name, uint32_t x0, uint32_t y0, uint32_t w, uint32_t h,
-		       int alpha, kiln_image *out)
-{
-	char path[512], err[200];
-	kiln_image src;
-	cr_assert_eq(kiln_png_read_file(test_data_path(path, sizeof path, "kodak", name), NULL, &src,
-					err, sizeof err), KILN_OK, "%s: %s", path, err);
-	cr_assert_eq(kiln_image_alloc(out, w, h, NULL), KILN_OK);
-	for (uint32_t y = 0; y < h; y++) {
-		memcpy(kiln_image_row(out, y), kiln_image_row(&src, y0 + y) + 4 * x0, 4 * (size_t)w);
-		if (!alpha)
-			continue;
-		for (uint32_t x = 0; x < w; x++) {
-			int dx = (int)x - (int)w / 2, dy = (int)y - (int)h / 2;
-			int d2 = dx * dx + dy * dy, r = (int)(w < h ? w : h) / 3;
-			int a = d2 < r * r ? 255 : (x < w / 4 ? 0 : (int)(x * 255 / w));
-			kiln_image_row(out, y)[4 * x + 3] = (uint8_t)a;
-		}
-	}
-	out->has_alpha = alpha != 0;
-	kiln_image_free(&src);
-}
-
 /* A gray version of a Kodak crop (R = G = B = luma), optionally with the alpha mask. */
 static void gray_crop(const char *name, uint32_t x0, uint32_t y0, uint32_t w, uint32_t h, int alpha,
 		      kiln_image *out)
 {
-	kodak_crop(name, x0, y0, w, h, alpha, out);
+	astc_test_kodak_crop(name, x0, y0, w, h, alpha, out);
 	for (uint32_t y = 0; y < h; y++)
 		for (uint32_t x = 0; x < w; x++) {
 			uint8_t *t = kiln_image_row(out, y) + 4 * x;
@@ -364,11 +340,11 @@ Test(astc_decode, matches_astcenc_on_its_own_files, .timeout = 300)
 	make_tmpdir(dir, sizeof dir);
 	kiln_image img;
 	/* sizes that are not multiples of any footprint: partial edge blocks */
-	kodak_crop("kodim23.png", 300, 180, 101, 77, 0, &img);
+	astc_test_kodak_crop("kodim23.png", 300, 180, 101, 77, 0, &img);
 	snprintf(in, sizeof in, "%s/in.png", dir);
 	cr_assert_eq(kiln_png_write_file(in, &img), KILN_OK);
 	kiln_image_free(&img);
-	kodak_crop("kodim03.png", 200, 100, 97, 83, 1, &img);
+	astc_test_kodak_crop("kodim03.png", 200, 100, 97, 83, 1, &img);
 	snprintf(in_a, sizeof in_a, "%s/in_a.png", dir);
 	cr_assert_eq(kiln_png_write_file(in_a, &img), KILN_OK);
 	kiln_image_free(&img);
@@ -443,25 +419,6 @@ Test(astc_decode, matches_astcenc_on_random_blocks, .timeout = 300)
 
 /* ---- encoder --------------------------------------------------------------------------- */
 
-static void encode_image(const kiln_image *img, uint32_t bw, uint32_t bh, kiln_quality q, int srgb,
-			 kiln_pool *pool, uint8_t **blocks, size_t *size)
-{
-	kiln_astc_params p;
-	kiln_astc_params_default(&p);
-	p.block_w = bw;
-	p.block_h = bh;
-	p.quality = q;
-	p.srgb = srgb;
-	*size = kiln_astc_bound(img->width, img->height, bw, bh);
-	cr_assert_gt(*size, 0);
-	*blocks = malloc(*size);
-	cr_assert_not_null(*blocks);
-	kiln_surface s = {img->pixels, img->width, img->height, (uint32_t)img->stride, img->has_alpha};
-	kiln_status st = KILN_ERR_IO;
-	cr_assert_eq(kiln_astc_encode_cpu(&p, &s, blocks, 1, &st, pool), KILN_OK);
-	cr_assert_eq(st, KILN_OK);
-}
-
 static double rgba_psnr(const kiln_image *img, const uint8_t *dec, int channels)
 {
 	double se = 0;
@@ -524,8 +481,8 @@ Test(astc_encode, astcenc_decodes_kiln_files_like_kiln, .timeout = 600)
 	char dir[64];
 	make_tmpdir(dir, sizeof dir);
 	kiln_image imgs[3];
-	kodak_crop("kodim23.png", 330, 200, 45, 31, 0, &imgs[0]);
-	kodak_crop("kodim03.png", 220, 120, 41, 37, 1, &imgs[1]);
+	astc_test_kodak_crop("kodim23.png", 330, 200, 45, 31, 0, &imgs[0]);
+	astc_test_kodak_crop("kodim03.png", 220, 120, 41, 37, 1, &imgs[1]);
 	gray_crop("kodim03.png", 180, 140, 33, 29, 1, &imgs[2]);
 	int luminance = 0;
 	for (int f = 0; f < 14; f++) {
@@ -536,7 +493,7 @@ Test(astc_encode, astcenc_decodes_kiln_files_like_kiln, .timeout = 600)
 				kiln_quality q = (f % 5 == 0) ? KILN_QUALITY_MEDIUM : KILN_QUALITY_FAST;
 				uint8_t *blocks;
 				size_t size;
-				encode_image(&imgs[k], bw, bh, q, srgb, NULL, &blocks, &size);
+				astc_test_encode(&imgs[k], bw, bh, q, srgb, NULL, &blocks, &size);
 				block_census c;
 				census(blocks, size, bw, bh, &c);
 				luminance += c.cem[0] + c.cem[4];
@@ -593,7 +550,7 @@ Test(astc_encode, constant_blocks_are_exact_void_extents)
 			}
 			uint8_t *blocks, dec[13 * 11 * 4];
 			size_t size;
-			encode_image(&img, 6, 5, KILN_QUALITY_FAST, srgb, NULL, &blocks, &size);
+			astc_test_encode(&img, 6, 5, KILN_QUALITY_FAST, srgb, NULL, &blocks, &size);
 			cr_assert_eq((blocks[0] | (blocks[1] << 8)) & 0x1FF, 0x1FC, "void extent");
 			cr_assert_eq(kiln_astc_decode(blocks, size, 13, 11, 6, 5, srgb, dec, 13 * 4), KILN_OK);
 			cr_assert_eq(memcmp(dec, img.pixels, sizeof dec), 0, "value %d srgb %d", v, srgb);
@@ -606,9 +563,9 @@ Test(astc_encode, constant_blocks_are_exact_void_extents)
 Test(astc_encode, output_independent_of_threads_and_batching)
 {
 	kiln_image imgs[3];
-	kodak_crop("kodim23.png", 100, 100, 29, 23, 0, &imgs[0]);
-	kodak_crop("kodim03.png", 300, 200, 17, 40, 1, &imgs[1]);
-	kodak_crop("kodim05.png", 10, 10, 8, 8, 0, &imgs[2]);
+	astc_test_kodak_crop("kodim23.png", 100, 100, 29, 23, 0, &imgs[0]);
+	astc_test_kodak_crop("kodim03.png", 300, 200, 17, 40, 1, &imgs[1]);
+	astc_test_kodak_crop("kodim05.png", 10, 10, 8, 8, 0, &imgs[2]);
 	kiln_pool *pool = NULL;
 	cr_assert_eq(kiln_pool_create(3, &pool), KILN_OK);
 	kiln_astc_params p;
@@ -881,7 +838,7 @@ static void expect_astcenc_agrees(const char *dir, const uint8_t *blocks, size_t
 static double encode_census_psnr(const kiln_image *img, uint32_t bw, uint32_t bh, kiln_quality q, int channels,
 				 block_census *c, uint8_t **blocks, size_t *size)
 {
-	encode_image(img, bw, bh, q, 0, NULL, blocks, size);
+	astc_test_encode(img, bw, bh, q, 0, NULL, blocks, size);
 	census(*blocks, *size, bw, bh, c);
 	uint8_t *dec = malloc((size_t)img->width * img->height * 4);
 	cr_assert_not_null(dec);
@@ -905,8 +862,8 @@ Test(astc_encode, medium_uses_every_block_kind_and_astcenc_agrees, .timeout = 30
 	if (astcenc)
 		make_tmpdir(dir, sizeof dir);
 	kiln_image imgs[2];
-	kodak_crop("kodim23.png", 300, 180, 48, 48, 0, &imgs[0]);
-	kodak_crop("kodim03.png", 200, 100, 48, 48, 1, &imgs[1]);
+	astc_test_kodak_crop("kodim23.png", 300, 180, 48, 48, 0, &imgs[0]);
+	astc_test_kodak_crop("kodim03.png", 200, 100, 48, 48, 1, &imgs[1]);
 	static const uint32_t fps[3] = {4, 6, 8};
 	block_census total[2];
 	memset(total, 0, sizeof total);
@@ -914,7 +871,7 @@ Test(astc_encode, medium_uses_every_block_kind_and_astcenc_agrees, .timeout = 30
 		for (int f = 0; f < 3; f++) {
 			uint8_t *blocks;
 			size_t size;
-			encode_image(&imgs[k], fps[f], fps[f], KILN_QUALITY_MEDIUM, 0, NULL, &blocks, &size);
+			astc_test_encode(&imgs[k], fps[f], fps[f], KILN_QUALITY_MEDIUM, 0, NULL, &blocks, &size);
 			block_census c;
 			census(blocks, size, fps[f], fps[f], &c);
 			total[k].dual += c.dual;
@@ -1052,10 +1009,10 @@ Test(astc_encode, multi_partition_patterns_are_found, .timeout = 120)
 Test(astc_encode, high_uses_dual_plane_with_two_partitions, .timeout = 120)
 {
 	kiln_image img;
-	kodak_crop("kodim03.png", 200, 100, 24, 24, 1, &img);
+	astc_test_kodak_crop("kodim03.png", 200, 100, 24, 24, 1, &img);
 	uint8_t *blocks;
 	size_t size;
-	encode_image(&img, 4, 4, KILN_QUALITY_HIGH, 0, NULL, &blocks, &size);
+	astc_test_encode(&img, 4, 4, KILN_QUALITY_HIGH, 0, NULL, &blocks, &size);
 	block_census c;
 	census(blocks, size, 4, 4, &c);
 	cr_expect_gt(c.dual_parts, 0, "dual-plane blocks with two partitions");

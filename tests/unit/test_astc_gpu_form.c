@@ -9,49 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/png_io.h"
-#include "kernels/astc/astc.h"
+#include "astc_testutil.h"
 #include "kernels/astc/astc_enc.h"
-#include "testutil.h"
-
-/* A w x h crop of Kodak image `name` at (x0, y0); with alpha, a mask of opaque, clear and
- * ramped texels (so that alpha takes the encoder's second plane and partitions). */
-static void crop(const char *name, uint32_t x0, uint32_t y0, uint32_t w, uint32_t h, int alpha,
-		 kiln_image *out)
-{
-	char path[512], err[200];
-	kiln_image src;
-	cr_assert_eq(kiln_png_read_file(test_data_path(path, sizeof path, "kodak", name), NULL, &src, err,
-					sizeof err),
-		     KILN_OK, "%s: %s", path, err);
-	cr_assert_eq(kiln_image_alloc(out, w, h, NULL), KILN_OK);
-	for (uint32_t y = 0; y < h; y++) {
-		memcpy(kiln_image_row(out, y), kiln_image_row(&src, y0 + y) + 4 * x0, 4 * (size_t)w);
-		for (uint32_t x = 0; x < w && alpha; x++)
-			kiln_image_row(out, y)[4 * x + 3] = (uint8_t)(x < w / 3 ? 255 : (y < h / 2 ? 0 : (x * 255) / w));
-	}
-	out->has_alpha = alpha != 0;
-	kiln_image_free(&src);
-}
 
 /* Every block of img at footprint bw x bh, quality q, through astc_encode_block as built
  * here against kiln_astc_encode_cpu; returns the blocks that differ. */
 static int differing_blocks(const kiln_image *img, uint32_t bw, uint32_t bh, kiln_quality q, int srgb,
 			    astc_enc_ctx *ctx)
 {
-	kiln_astc_params p;
-	kiln_astc_params_default(&p);
-	p.block_w = bw;
-	p.block_h = bh;
-	p.quality = q;
-	p.srgb = srgb;
-	size_t size = kiln_astc_bound(img->width, img->height, bw, bh);
-	uint8_t *want = malloc(size);
-	cr_assert_not_null(want);
+	uint8_t *want;
+	size_t size;
+	astc_test_encode(img, bw, bh, q, srgb, NULL, &want, &size);
 	kiln_surface s = {img->pixels, img->width, img->height, (uint32_t)img->stride, img->has_alpha};
-	kiln_status st = KILN_ERR_IO;
-	cr_assert_eq(kiln_astc_encode_cpu(&p, &s, &want, 1, &st, NULL), KILN_OK);
-	cr_assert_eq(st, KILN_OK);
 	astc_enc_ctx_init(ctx, (int)bw, (int)bh);
 	uint32_t bx_n = (img->width + bw - 1) / bw, by_n = (img->height + bh - 1) / bh;
 	int differ = 0;
@@ -80,7 +49,7 @@ Test(astc_gpu_form, gives_the_cpu_backends_bytes, .timeout = 300)
 	for (int im = 0; im < 2; im++)
 		for (int alpha = 0; alpha < 2; alpha++) {
 			kiln_image img;
-			crop(images[im], 200, 120, 48, 40, alpha, &img);
+			astc_test_kodak_crop(images[im], 200, 120, 48, 40, alpha, &img);
 			for (size_t f = 0; f < sizeof footprints / sizeof footprints[0]; f++)
 				for (size_t qi = 0; qi < sizeof qualities / sizeof qualities[0]; qi++)
 					cr_expect_eq(differing_blocks(&img, footprints[f][0], footprints[f][1], qualities[qi],
