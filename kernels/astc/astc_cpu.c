@@ -30,7 +30,7 @@ int kiln_astc_footprint_index(uint32_t block_w, uint32_t block_h)
 	return -1;
 }
 
-static const astc_enc_ctx *context_for(int fp)
+const astc_enc_ctx *astc_enc_context(int fp)
 {
 	pthread_mutex_lock(&contexts_lock);
 	if (!contexts_ready[fp]) {
@@ -86,7 +86,7 @@ kiln_status kiln_astc_encode_cpu(const kiln_astc_params *params, const kiln_surf
 	int fp = kiln_astc_footprint_index(params->block_w, params->block_h);
 	if (fp < 0)
 		return KILN_ERR_INVALID_ARG;
-	const astc_enc_ctx *ctx = context_for(fp);
+	const astc_enc_ctx *ctx = astc_enc_context(fp);
 	astc_cpu_surface desc[ASTC_CPU_CHUNK];
 	kiln_block_span span[ASTC_CPU_CHUNK];
 	astc_cpu_job job = {ctx, desc, (int)params->quality, params->srgb != 0};

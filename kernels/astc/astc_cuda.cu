@@ -90,9 +90,8 @@ struct astc_gpu_surface {
 // The contexts on each device (static device memory: nothing is allocated per call).
 __device__ astc_enc_ctx astc_gpu_contexts[KILN_ASTC_FOOTPRINTS];
 
-// Host side: the contexts built once, and which device contexts hold a copy of which.
-static astc_enc_ctx host_contexts[KILN_ASTC_FOOTPRINTS];
-static int host_ready[KILN_ASTC_FOOTPRINTS];
+// Host side: which device contexts hold a copy of which footprint's context (built once by
+// the CPU backend: astc_enc_context).
 static struct {
 	unsigned long long ctx_id; // CUDA context the copies were made in; 0: none
 	uint16_t copied;           // bit f: footprint f is on the device
@@ -154,11 +153,7 @@ static kiln_status context_on_device(int fp, cudaStream_t stream, const astc_enc
 		device_state[slot].copied = 0;
 	}
 	if (slot < 0 || id == 0 || !(device_state[slot].copied >> fp & 1u)) {
-		if (!host_ready[fp]) {
-			astc_enc_ctx_init(&host_contexts[fp], kiln_astc_footprints[fp][0], kiln_astc_footprints[fp][1]);
-			host_ready[fp] = 1;
-		}
-		if (cudaMemcpyToSymbolAsync(astc_gpu_contexts, &host_contexts[fp], sizeof(astc_enc_ctx),
+		if (cudaMemcpyToSymbolAsync(astc_gpu_contexts, astc_enc_context(fp), sizeof(astc_enc_ctx),
 					    (size_t)fp * sizeof(astc_enc_ctx), cudaMemcpyHostToDevice,
 					    stream) != cudaSuccess ||
 		    cudaStreamSynchronize(stream) != cudaSuccess)

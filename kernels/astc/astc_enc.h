@@ -318,6 +318,11 @@ typedef struct astc_enc_ctx {
 	uint8_t grid_wb_min[ASTC_ENC_MAX_MODES];
 } astc_enc_ctx;
 
+/* The context of footprint fp (an index of kiln_astc_footprints), built on first use by the
+ * CPU backend (astc_cpu.c) and read-only afterwards: the CUDA backend copies it to the
+ * device, the tests and fuzz targets encode with it. Host only; thread-safe. */
+const astc_enc_ctx *astc_enc_context(int fp);
+
 /* Bits set in x (SWAR on the CPU: no builtin that may become a library call). */
 KILN_HD int astc_enc_popcount(uint64_t x)
 {

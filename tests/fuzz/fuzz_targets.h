@@ -197,8 +197,6 @@ static inline kiln_status kiln_fuzz_astc(const uint8_t *data, size_t size)
  * every choice of the search compares such errors. */
 static inline kiln_status kiln_fuzz_astc_encode(const uint8_t *data, size_t size)
 {
-	static astc_enc_ctx ctxs[KILN_ASTC_FOOTPRINTS];
-	static int ready[KILN_ASTC_FOOTPRINTS];
 	if (size < 3)
 		return KILN_ERR_TRUNCATED;
 	int fp = data[0] % KILN_ASTC_FOOTPRINTS, quality = data[1] & 3, srgb = data[1] >> 2 & 1, opaque = data[1] >> 3 & 1;
@@ -207,10 +205,7 @@ static inline kiln_status kiln_fuzz_astc_encode(const uint8_t *data, size_t size
 	astc_enc_block blk;
 	blk.bw = kiln_astc_footprints[fp][0];
 	blk.bh = kiln_astc_footprints[fp][1];
-	if (!ready[fp]) {
-		astc_enc_ctx_init(&ctxs[fp], blk.bw, blk.bh);
-		ready[fp] = 1;
-	}
+	const astc_enc_ctx *ctx = astc_enc_context(fp);
 	const uint8_t *px = data + 2;
 	size_t npx = size - 2;
 	blk.n = blk.bw * blk.bh;
@@ -225,10 +220,10 @@ static inline kiln_status kiln_fuzz_astc_encode(const uint8_t *data, size_t size
 	astc_enc_effort_of(quality, &ef);
 	uint8_t out[16];
 	uint32_t err = 0, resid[4];
-	astc_encode_stage(&ctxs[fp], &blk, &ef, ASTC_ENC_STAGE_ONE, NULL, out, &err, resid);
+	astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, NULL, out, &err, resid);
 	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++)
 		if (astc_enc_stage_wanted(&ef, stage, blk.n, err, resid))
-			astc_encode_stage(&ctxs[fp], &blk, &ef, stage, NULL, out, &err, resid);
+			astc_encode_stage(ctx, &blk, &ef, stage, NULL, out, &err, resid);
 	astc_symbolic s;
 	astc_unpack(out, blk.bw, blk.bh, &s);
 	FUZZ_CHECK(s.kind != ASTC_KIND_ERROR);
@@ -243,7 +238,7 @@ static inline kiln_status kiln_fuzz_astc_encode(const uint8_t *data, size_t size
 	FUZZ_CHECK(err == exact);
 	/* astc_encode_block writes the same block */
 	uint8_t whole[16];
-	astc_encode_block(&ctxs[fp], &blk, quality, whole);
+	astc_encode_block(ctx, &blk, quality, whole);
 	FUZZ_CHECK(memcmp(whole, out, 16) == 0);
 	return KILN_OK;
 }
