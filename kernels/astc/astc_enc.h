@@ -142,6 +142,8 @@ typedef struct astc_enc_effort {
 	 * and est_cw / 16 (16: as modelled) */
 	uint8_t est_qw, est_cw;
 	uint8_t moment_score; /* ranks partitionings by astc_enc_moment_resid (0: line fits) */
+	uint8_t full_texels; /* at footprints of at most this many texels, a fit of one partition
+				and one plane ranks the full weight grid alone (0: never) */
 } astc_enc_effort;
 
 /* fast aims at astcenc -fast quality and spends what it had above it on speed: it
@@ -158,7 +160,14 @@ typedef struct astc_enc_effort {
  * error, 12% in the order of the largest residual). Full Kodak set,
  * 2026-11-22: +0.003 to +0.099 dB over astcenc -fast (RGB), 2.1-3.8x faster than
  * before, 0.54-0.77x astcenc per core (docs/PERFORMANCE.md, ASTC). No 3 and 4
- * partitions.
+ * partitions. At 4x4 its first stage ranks the full weight grid alone (full_texels 16),
+ * which astc_enc_search_full16 runs with the block in a GPU thread's registers: full
+ * Kodak set, 2026-11-24, RGB 44.491 -> 44.464 dB (astcenc -fast 44.468), RGBA 43.732 ->
+ * 43.652 (43.690), 1.2x -> 1.7x astcenc per core; on an H100 1,166 -> 1,692 Mpix/s
+ * (kernel only; the general search over the full grid alone 1,474). Grids below the full
+ * one won few of those blocks; for the second plane (32 weights on the full grid) the
+ * full grid alone cost 0.20 dB, and at 6x6 and 8x8 (where few weight bits are left per
+ * texel) 1.1-4.4 dB.
  *
  * medium aims at astcenc -medium quality; it was 0.02-0.32 dB above it and 3-10x slower
  * per core, and its thinnest margin (RGB 8x8, +0.02 dB) bounds what it can give up. Its
@@ -233,12 +242,12 @@ KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
 	/* cand keep iterations passes est_steps grid_steps grid_share, dual_tries dual_gate,
 	 * p2_gate p2_tries p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult,
 	 * dual_rgate dual_rfrac p2_rgate p2_rfrac, dual_share polish_gate, pred_w pred_cut,
-	 * est_qw est_cw */
-	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0};
+	 * est_qw est_cw, moment_score full_texels */
+	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0, 16};
 	const astc_enc_effort medium = {8, 3, 1, 4, 1, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
-					0, 4, 0, 0, 6, 19, 12, 18, 6, 10, 1};
+					0, 4, 0, 0, 6, 19, 12, 18, 6, 10, 1, 0};
 	const astc_enc_effort high = {12, ASTC_ENC_SHORTLIST, 2, 4, 1, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
-				      6, 1, 8, 16, 2, 16, 1, 16, 0, 4, 0, 0, 0, 24, 12, 20, 6, 10, 1};
+				      6, 1, 8, 16, 2, 16, 1, 16, 0, 4, 0, 0, 0, 24, 12, 20, 6, 10, 1, 0};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
 }
 
@@ -2136,7 +2145,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		const astc_enc_grid *gr = &ctx->grids[g];
 		int ng = gr->w * gr->h;
 		int share = dual ? ef->dual_share : ef->grid_share;
-		if (share && ng * share * parts < n)
+		if ((share && ng * share * parts < n) || (!gr->full && parts == 1 && !dual && n <= ef->full_texels))
 			continue;
 		/* once the list is full, a grid none of whose modes could enter it even with no
 		 * weight error (the decimation and quantisation terms are >= 0, and float
@@ -2482,6 +2491,369 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
 	}
 }
 
+/* ---- one partition, one plane, the full grid alone, at 4x4 ---------------------------- */
+
+/* Where the effort ranks the full grid alone (full_texels), the first stage at 4x4 is
+ * astc_enc_search over the full grid's modes: astc_enc_search_full16 below is that search
+ * (with one candidate kept and no refinement round, fast's form) written for 16 texels,
+ * the same arithmetic in the same order, so the same encoding and error
+ * (tests/unit/test_astc.c compares the two on every block of Kodak crops). Written for
+ * the case, a GPU thread keeps the block, its weights and its per-texel errors in
+ * registers (loops of a fixed count over texels packed in 32-bit words) instead of the
+ * local memory the general search indexes, and runs no grid but the full one; the
+ * decoded values come from each channel's base and slope (astc_enc_decode_at) instead of
+ * tables. Early exits that only cut work (eval's limit, the polish's colour moves) are
+ * left out: a full sum gives the same decisions. */
+#define ASTC_ENC_N16 16
+
+/* channel k of a texel packed as R | G << 8 | B << 16 | A << 24 */
+KILN_HD int astc_enc_ch16(uint32_t t, int k)
+{
+	return (int)((t >> (8 * k)) & 255u);
+}
+
+/* A texel's squared error at weight w between endpoints of bases b and slopes sl (the
+ * alpha channel only where `alpha`: astc_enc_eval). */
+KILN_HD uint32_t astc_enc_err16(uint32_t t, const int *b, const int *sl, int w, int srgb, int alpha)
+{
+	int d0 = astc_enc_decode_at(b[0], sl[0], w, srgb) - astc_enc_ch16(t, 0);
+	int d1 = astc_enc_decode_at(b[1], sl[1], w, srgb) - astc_enc_ch16(t, 1);
+	int d2 = astc_enc_decode_at(b[2], sl[2], w, srgb) - astc_enc_ch16(t, 2);
+	int d3 = alpha ? astc_enc_decode_at(b[3], sl[3], w, srgb) - astc_enc_ch16(t, 3) : 0;
+	return (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3);
+}
+
+/* The bases and slopes of partition 0's decoded endpoints (astc_enc_base, astc_enc_slope);
+ * returns them decoded in e. */
+KILN_HD void astc_enc_ramp16(const astc_symbolic *s, int srgb, int e[2][4], int *b, int *sl)
+{
+	astc_enc_decoded_endpoints(s, 0, e[0], e[1]);
+	for (int k = 0; k < 4; k++) {
+		b[k] = astc_enc_base(e[0][k], srgb);
+		sl[k] = astc_enc_slope(e[0][k], e[1][k], srgb);
+	}
+}
+
+/* astc_enc_refit of one partition with one plane: endpoints ep by least squares against
+ * the texel weights W (kept where they do not determine a line). */
+KILN_HD void astc_enc_refit16(const uint32_t *px, const int *W, const astc_enc_fit *fit, int ep[2][4])
+{
+	int32_t s1 = 0, c2 = 0, pw[4] = {0, 0, 0, 0};
+	for (int i = 0; i < ASTC_ENC_N16; i++) {
+		int32_t w = W[i];
+		s1 += w;
+		c2 += w * w;
+		pw[0] += w * astc_enc_ch16(px[i], 0);
+		pw[1] += w * astc_enc_ch16(px[i], 1);
+		pw[2] += w * astc_enc_ch16(px[i], 2);
+		pw[3] += w * astc_enc_ch16(px[i], 3);
+	}
+	int e0[4], e1[4];
+	if (astc_enc_lsq(fit->count[0], s1, c2, fit->sum[0], pw, 0, 4, e0, e1))
+		for (int k = 0; k < 4; k++) {
+			ep[0][k] = e0[k];
+			ep[1][k] = e1[k];
+		}
+}
+
+/* astc_enc_try_mode without refinement: mode m of the full grid and endpoint kind `kind`
+ * from the rounded positions gv and the line's endpoints line_ep; fills s, returns its
+ * error (UINT32_MAX where the kind's values do not fit). */
+ASTC_ENC_OUTLINE uint32_t astc_enc_try_full16(const astc_enc_ctx *ctx, const astc_enc_block *blk,
+					      const astc_enc_fit *fit, const uint32_t *px, const int *gv,
+					      int line_ep[2][4], const astc_enc_mode *m, int kind, astc_symbolic *s)
+{
+	int wr = m->wrange;
+	s->kind = ASTC_KIND_NORMAL;
+	s->partitions = 1;
+	s->seed = 0;
+	s->ccs = 0;
+	s->block_mode = m->mode;
+	s->mode.grid_w = m->grid_w;
+	s->mode.grid_h = m->grid_h;
+	s->mode.dual = 0;
+	s->mode.wrange = m->wrange;
+	s->mode.weight_bits = m->weight_bits;
+	if (!astc_enc_set_cems(ctx, s, fit, 4, kind, m->weight_bits))
+		return UINT32_MAX;
+	int W[ASTC_ENC_N16], ep[4][2][4];
+	for (int i = 0; i < ASTC_ENC_N16; i++) {
+		uint8_t c = astc_weight_quant[wr][gv[i]];
+		s->weights[0][i] = c;
+		W[i] = astc_weight_unquant[wr][c];
+	}
+	for (int k = 0; k < 4; k++) {
+		ep[0][0][k] = line_ep[0][k];
+		ep[0][1][k] = line_ep[1][k];
+	}
+	astc_enc_refit16(px, W, fit, ep[0]);
+	if (astc_enc_quant_endpoints(s, ep))
+		for (int i = 0; i < ASTC_ENC_N16; i++) {
+			uint8_t c = astc_weight_quant[wr][64 - gv[i]];
+			s->weights[0][i] = c;
+			W[i] = astc_weight_unquant[wr][c];
+		}
+	int e[2][4], b[4], sl[4];
+	astc_enc_ramp16(s, blk->srgb, e, b, sl);
+	int alpha = !blk->opaque || e[0][3] != 255 || e[1][3] != 255;
+	uint32_t err = 0;
+	for (int i = 0; i < ASTC_ENC_N16; i++)
+		err += astc_enc_err16(px[i], b, sl, W[i], blk->srgb, alpha);
+	return err;
+}
+
+/* astc_enc_polish on the full grid with one plane and one partition: the weight moves
+ * touch one texel each, the colour moves the channels whose decoded endpoints move;
+ * `passes` sweeps at most. Returns the new error of s. */
+ASTC_ENC_OUTLINE uint32_t astc_enc_polish_full16(const astc_enc_ctx *ctx, const astc_enc_block *blk,
+						 const uint32_t *px, astc_symbolic *s, int passes)
+{
+	int srgb = blk->srgb, wr = s->mode.wrange;
+	int W[ASTC_ENC_N16];
+	uint32_t terr[ASTC_ENC_N16];
+	int32_t cerr[4] = {0, 0, 0, 0};
+	int cur[2][4], b[4], sl[4];
+	astc_enc_ramp16(s, srgb, cur, b, sl);
+	uint32_t err = 0;
+	for (int i = 0; i < ASTC_ENC_N16; i++) {
+		W[i] = astc_weight_unquant[wr][s->weights[0][i]];
+		uint32_t t = 0;
+		for (int k = 0; k < 4; k++) {
+			int d = astc_enc_decode_at(b[k], sl[k], W[i], srgb) - astc_enc_ch16(px[i], k);
+			cerr[k] += d * d;
+			t += (uint32_t)(d * d);
+		}
+		terr[i] = t;
+		err += t;
+	}
+	int last = -1, settled = 0, nv = astc_cem_values(s->cem[0]);
+	KILN_ROLLED for (int pass = 0; pass < passes && err > 0 && !settled; pass++) {
+		int improved = 0, pos = 0;
+		for (int j = 0; j < ASTC_ENC_N16; j++, pos++) {
+			if (pass > 0 && !improved && pos > last) {
+				settled = 1;
+				break;
+			}
+			uint8_t old = s->weights[0][j];
+			uint8_t nc0 = ctx->wstep[wr][old][0], nc1 = ctx->wstep[wr][old][1];
+			int b0 = astc_weight_unquant[wr][nc0], b1 = astc_weight_unquant[wr][nc1];
+			int32_t delta0 = (int32_t)astc_enc_err16(px[j], b, sl, b0, srgb, 1) - (int32_t)terr[j];
+			int32_t delta1 = (int32_t)astc_enc_err16(px[j], b, sl, b1, srgb, 1) - (int32_t)terr[j];
+			if (delta0 < 0 || delta1 < 0) {
+				int dir = delta0 < 0 ? 0 : 1, w = dir ? b1 : b0;
+				s->weights[0][j] = dir ? nc1 : nc0;
+				uint32_t t = 0;
+				for (int k = 0; k < 4; k++) {
+					int d = astc_enc_decode_at(b[k], sl[k], W[j], srgb) - astc_enc_ch16(px[j], k);
+					int e = astc_enc_decode_at(b[k], sl[k], w, srgb) - astc_enc_ch16(px[j], k);
+					cerr[k] += e * e - d * d;
+					t += (uint32_t)(e * e);
+				}
+				W[j] = w;
+				terr[j] = t;
+				err = (uint32_t)((int64_t)err + (dir ? delta1 : delta0));
+				improved = 1;
+				last = pos;
+			}
+		}
+		KILN_ROLLED for (int v = 0; v < nv && !settled; v++, pos++) {
+			if (pass > 0 && !improved && pos > last) {
+				settled = 1;
+				break;
+			}
+			uint8_t old = s->colors[v];
+			KILN_ROLLED for (int dir = 0; dir < 2; dir++) {
+				uint8_t nc = ctx->cstep[s->crange][old][dir];
+				if (nc == old)
+					continue;
+				s->colors[v] = nc;
+				int ne[2][4], nb[4], nsl[4], ch = 0;
+				int32_t was = 0, now = 0, nerr[4] = {0, 0, 0, 0};
+				astc_enc_ramp16(s, srgb, ne, nb, nsl);
+				for (int k = 0; k < 4; k++) {
+					if (ne[0][k] != cur[0][k] || ne[1][k] != cur[1][k]) {
+						ch |= 1 << k;
+						was += cerr[k];
+					}
+				}
+				for (int k = 0; k < 4; k++) {
+					if (!((ch >> k) & 1))
+						continue;
+					for (int i = 0; i < ASTC_ENC_N16; i++) {
+						int d = astc_enc_decode_at(nb[k], nsl[k], W[i], srgb) - astc_enc_ch16(px[i], k);
+						nerr[k] += d * d;
+					}
+					now += nerr[k];
+				}
+				int64_t delta = (int64_t)now - was;
+				if (delta < 0) {
+					for (int k = 0; k < 4; k++) {
+						cur[0][k] = ne[0][k];
+						cur[1][k] = ne[1][k];
+						b[k] = nb[k];
+						sl[k] = nsl[k];
+						if ((ch >> k) & 1)
+							cerr[k] = nerr[k];
+					}
+					for (int i = 0; i < ASTC_ENC_N16; i++)
+						terr[i] = astc_enc_err16(px[i], b, sl, W[i], srgb, 1);
+					err = (uint32_t)((int64_t)err + delta);
+					improved = 1;
+					last = pos;
+					break;
+				}
+				s->colors[v] = old;
+			}
+		}
+		if (!improved)
+			break;
+	}
+	return err;
+}
+
+/* Whether a block's first stage is astc_enc_search_full16's case: 16 texels, the full
+ * grid alone, one candidate kept and no refinement round. */
+KILN_HD int astc_enc_full16_applies(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_effort *ef)
+{
+	return blk->n == ASTC_ENC_N16 && blk->n <= ef->full_texels && ctx->full_grid >= 0 && ef->keep == 1 &&
+	       ef->iterations == 0;
+}
+
+/* astc_enc_search for the line of a 4x4 block (fit: one partition, one plane) over the
+ * full grid's modes, with one candidate kept and no refinement round (the effort's
+ * keep 1, iterations 0): astc_enc_estimate's ranking of that grid alone, each
+ * candidate encoded (astc_enc_try_full16), the best polished. Replaces *best and
+ * *best_err when it finds a closer encoding. */
+ASTC_ENC_OUTLINE void astc_enc_search_full16(const astc_enc_ctx *ctx, const astc_enc_block *blk,
+					     const astc_enc_fit *fit, const astc_enc_effort *ef, astc_symbolic *best,
+					     uint32_t *best_err)
+{
+	uint32_t px[ASTC_ENC_N16];
+	int gv[ASTC_ENC_N16]; /* the full grid's weights before quantisation */
+	for (int i = 0; i < ASTC_ENC_N16; i++) {
+		const uint8_t *x = blk->px[i];
+		px[i] = (uint32_t)x[0] | (uint32_t)x[1] << 8 | (uint32_t)x[2] << 16 | (uint32_t)x[3] << 24;
+		gv[i] = astc_enc_round64(fit->w[i] * 64.0f);
+	}
+	/* the line's endpoints (astc_enc_line_endpoints) */
+	int line_ep[2][4], cnt = fit->count[0];
+	for (int k = 0; k < 4; k++)
+		line_ep[0][k] = line_ep[1][k] = cnt ? (fit->sum[0][k] + cnt / 2) / cnt : 0;
+	astc_enc_refit16(px, gv, fit, line_ep);
+
+	/* the ranking (astc_enc_estimate with one grid, one plane, one partition) */
+	float len = 0.0f;
+	for (int k = 0; k < 4; k++) {
+		float d = (float)(line_ep[1][k] - line_ep[0][k]);
+		len += d * d;
+	}
+	float lmean = 0.0f;
+	for (int i = 0; i < ASTC_ENC_N16; i++)
+		lmean += len;
+	lmean = lmean / (float)ASTC_ENC_N16 / 4096.0f;
+	int channels = (fit->alpha[0] ? 4 : 3) * ASTC_ENC_N16;
+	int hi = line_ep[1][0] + line_ep[1][1] + line_ep[1][2] >= line_ep[0][0] + line_ep[0][1] + line_ep[0][2] ? 1 : 0;
+	float dot = 0.0f, hh = 0.0f, ll = 0.0f;
+	for (int k = 0; k < 3; k++) {
+		float a = (float)line_ep[hi][k], c = (float)line_ep[1 - hi][k];
+		dot += a * c;
+		hh += a * a;
+		ll += c * c;
+	}
+	float off = hh > 0.0f ? ll - dot * dot / hh : ll;
+	float scale_err = 0.0f;
+	scale_err += (off > 0.0f ? off : 0.0f) * (float)cnt / 3.0f;
+	astc_symbolic tmp;
+	tmp.partitions = 1;
+	tmp.mode.dual = 0;
+	astc_enc_kinds ks;
+	for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
+		int config, values = astc_enc_kind_cems(&tmp, fit, 4, kind, &config);
+		ks.crange[kind] = ctx->crange[values ? values / 2 - 1 : ASTC_MAX_VALUES / 2];
+		ks.left[kind] = ASTC_ENC_CRANGE_PAD + 128 - config;
+		ks.kterm[kind] = kind == 1 ? scale_err : (kind == 2 ? (float)fit->gray_err : 0.0f);
+	}
+	KILN_ROLLED for (int r = 0; r < ASTC_RANGES; r++)
+		ks.cterm_of[r] = (float)channels * ctx->color_step[r] * ctx->color_step[r] / 18.0f * ((float)ef->est_cw / 16.0f);
+	int count = ef->cand, have = 0, cand[ASTC_ENC_MAX_CAND];
+	float errs[ASTC_ENC_MAX_CAND];
+	int g = ctx->full_grid, end = ctx->grid_first[2 * g + 1];
+	KILN_ROLLED for (int t = ctx->grid_first[2 * g]; t < end; t++) {
+		int mi = ctx->grid_modes[t];
+		const astc_enc_mode *m = &ctx->modes[mi];
+		int full = have == count;
+		float thr = full ? errs[count - 1] : 0.0f, cterm[ASTC_ENC_KINDS];
+		int ok[ASTC_ENC_KINDS];
+		if (!astc_enc_mode_cterms(&ks, m->weight_bits, 0.0f, full, thr, cterm, ok)) {
+			if (!astc_enc_mode_cterms(&ks, ctx->grid_wb_min[t], 0.0f, full, thr, cterm, ok))
+				break;
+			continue;
+		}
+		float q = 0.0f;
+		for (int j = 0; j < ASTC_ENC_N16; j++) {
+			float d = fit->w[j] * 64.0f - ctx->wrecon[m->wrange][gv[j]];
+			q += d * d;
+		}
+		float e = 0.0f;
+		e += q * lmean * ((float)ef->est_qw / 16.0f);
+		KILN_ROLLED for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
+			if (kind == 2 && have == count && errs[count - 1] <= (float)fit->gray_err)
+				continue;
+			if (!ok[kind])
+				continue;
+			float ek = e + cterm[kind] + ks.kterm[kind];
+			int at = have;
+			while (at > 0 && errs[at - 1] > ek)
+				at--;
+			if (at >= count)
+				continue;
+			KILN_ROLLED for (int j = have < count ? have : count - 1; j > at; j--) {
+				cand[j] = cand[j - 1];
+				errs[j] = errs[j - 1];
+			}
+			cand[at] = ASTC_ENC_KINDS * mi + kind;
+			errs[at] = ek;
+			if (have < count)
+				have++;
+		}
+	}
+
+	/* each candidate encoded; the closest (the first of equal errors) kept in the buffer
+	 * it was encoded into, then polished (astc_enc_search's form for keep 1) */
+	astc_symbolic bufs[2];
+	astc_symbolic *enc = &bufs[0], *kept = &bufs[1];
+	int kept_any = 0, kept_best = 0;
+	uint32_t kerr = UINT32_MAX;
+	KILN_ROLLED for (int c = 0; c < have; c++) {
+		uint32_t e = astc_enc_try_full16(ctx, blk, fit, px, gv, line_ep, &ctx->modes[cand[c] / ASTC_ENC_KINDS],
+						 cand[c] % ASTC_ENC_KINDS, enc);
+		int improved = e < *best_err;
+		if (improved)
+			*best_err = e;
+		if (!kept_any || kerr > e) {
+			astc_symbolic *t = kept;
+			kept = enc;
+			enc = t;
+			kerr = e;
+			kept_any = 1;
+			kept_best = improved;
+		}
+	}
+	if (!kept_any)
+		return;
+	if (kept_best)
+		*best = *kept;
+	if (kerr == UINT32_MAX)
+		return;
+	uint32_t e = kerr;
+	if (!ef->polish_gate || (uint64_t)e * 16 < (uint64_t)*best_err * ef->polish_gate)
+		e = astc_enc_polish_full16(ctx, blk, px, kept, ef->passes);
+	if (e < *best_err) {
+		*best_err = e;
+		*best = *kept;
+	}
+}
+
 /* A block's search in stages, each a function of the block and the error so far, so that
  * a GPU can run every block's first stage and then only the blocks that want a later one
  * side by side (astc_cuda.cu) while the CPU runs them one after the other:
@@ -2562,7 +2934,10 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 	 * local memory) */
 	astc_enc_fit alt;
 	if (stage == ASTC_ENC_STAGE_ONE) {
-		astc_enc_search(ctx, blk, fit, 0, ef, best, best_err);
+		if (astc_enc_full16_applies(ctx, blk, ef))
+			astc_enc_search_full16(ctx, blk, fit, ef, best, best_err);
+		else
+			astc_enc_search(ctx, blk, fit, 0, ef, best, best_err);
 	} else if (stage == ASTC_ENC_STAGE_DUAL) {
 		/* a second weight plane for the channel farthest from the line (all that vary
 		 * at high) */

@@ -758,6 +758,88 @@ Test(astc_encode, weight_fit_continues_bit_for_bit)
 	free(ctx);
 }
 
+/* Whether astc_enc_search_full16 and astc_enc_search (which then ranks the full grid
+ * alone) encode a 4x4 block differently, in bytes or error; constant blocks (a void
+ * extent, no search) are not counted. */
+static int full16_differs(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_effort *ef, int *searched)
+{
+	if (astc_enc_constant(blk))
+		return 0;
+	astc_enc_fit line;
+	astc_enc_block_line(blk, &line);
+	astc_symbolic a, b;
+	memset(&a, 0, sizeof a);
+	memset(&b, 0, sizeof b);
+	a.kind = b.kind = ASTC_KIND_NORMAL;
+	a.partitions = b.partitions = 1;
+	uint32_t ea = UINT32_MAX, eb = UINT32_MAX;
+	astc_enc_search(ctx, blk, &line, 0, ef, &a, &ea);
+	astc_enc_search_full16(ctx, blk, &line, ef, &b, &eb);
+	uint8_t pa[16], pb[16];
+	astc_pack(&a, pa);
+	astc_pack(&b, pb);
+	(*searched)++;
+	return ea != eb || memcmp(pa, pb, 16) != 0;
+}
+
+/* The first stage at 4x4 fast is astc_enc_search_full16, written for that case
+ * (astc_enc.h): it must give the general search's encoding and error on every block of
+ * Kodak crops (RGB linear, RGBA with the crops' alpha mask in sRGB) and of random blocks
+ * (noise, gray, translucent, two levels), in both colour spaces. */
+Test(astc_encode, full_grid_search_at_4x4_is_the_general_search, .timeout = 120)
+{
+	const astc_enc_ctx *ctx = astc_enc_context(kiln_astc_footprint_index(4, 4));
+	cr_assert_not_null(ctx);
+	astc_enc_effort ef;
+	astc_enc_effort_of(KILN_QUALITY_FAST, &ef);
+	astc_enc_block blk;
+	blk.bw = blk.bh = 4;
+	blk.n = 16;
+	cr_assert(astc_enc_full16_applies(ctx, &blk, &ef), "fast at 4x4 takes the full-grid search");
+	astc_enc_effort_of(KILN_QUALITY_MEDIUM, &ef);
+	cr_assert(!astc_enc_full16_applies(ctx, &blk, &ef), "medium keeps the general search");
+	astc_enc_effort_of(KILN_QUALITY_FAST, &ef);
+	int searched = 0, differ = 0;
+	static const char *images[] = {"kodim03.png", "kodim13.png", "kodim23.png"};
+	for (int im = 0; im < 3; im++)
+		for (int alpha = 0; alpha < 2; alpha++) {
+			kiln_image img;
+			astc_test_kodak_crop(images[im], 160, 96, 64, 64, alpha, &img);
+			kiln_surface s = {img.pixels, img.width, img.height, (uint32_t)img.stride, img.has_alpha};
+			for (uint32_t by = 0; by < 16; by++)
+				for (uint32_t bx = 0; bx < 16; bx++) {
+					astc_enc_load(&s, bx, by, 4, 4, alpha, &blk);
+					differ += full16_differs(ctx, &blk, &ef, &searched);
+				}
+			kiln_image_free(&img);
+		}
+	uint32_t seed = 777;
+	for (int t = 0; t < 4000; t++) {
+		int kind = t % 4;
+		blk.srgb = (t / 4) & 1;
+		blk.opaque = 1;
+		for (int i = 0; i < 16; i++) {
+			uint32_t r = rng_next(&seed);
+			int v = (int)(r & 255);
+			if (kind == 0) /* noise */
+				for (int k = 0; k < 4; k++)
+					blk.px[i][k] = (uint8_t)(k == 3 ? 255 : (r >> (8 * k)) & 255);
+			else if (kind == 1) /* gray */
+				blk.px[i][0] = blk.px[i][1] = blk.px[i][2] = (uint8_t)v, blk.px[i][3] = 255;
+			else if (kind == 2) /* translucent */
+				for (int k = 0; k < 4; k++)
+					blk.px[i][k] = (uint8_t)((r >> (8 * k)) & 255);
+			else /* two levels of one colour, a few texels off */
+				for (int k = 0; k < 4; k++)
+					blk.px[i][k] = (uint8_t)(k == 3 ? 255 : (v & 1 ? 40 + 50 * k : 200 - 30 * k) + (r >> 29));
+			blk.opaque &= blk.px[i][3] == 255;
+		}
+		differ += full16_differs(ctx, &blk, &ef, &searched);
+	}
+	cr_expect_eq(differ, 0, "%d of %d blocks differ", differ, searched);
+	cr_expect_gt(searched, 3 * 2 * 200 + 3900);
+}
+
 /* The 3- and 4-partition pattern match counts part of its table and derives the rest from
  * the cluster and partition sizes: it must give the brute-force count over every
  * relabelling, for random clusterings (and, with a cut, never less than the true count). */
