@@ -167,7 +167,7 @@ typedef struct astc_enc_effort {
  * (kernel only; the general search over the full grid alone 1,474). Grids below the full
  * one won few of those blocks; for the second plane (32 weights on the full grid) the
  * full grid alone cost 0.20 dB, and at 6x6 and 8x8 (where few weight bits are left per
- * texel) 1.1-4.4 dB.
+ * texel) 1.6-4.4 dB.
  *
  * medium aims at astcenc -medium quality; it was 0.02-0.32 dB above it and 3-10x slower
  * per core, and its thinnest margin (RGB 8x8, +0.02 dB) bounds what it can give up. Its
