@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 
+// the codec's most indexed tables read from shared memory (astc_tables.h)
+#define ASTC_TABLES_SHARED
 extern "C" {
 #include "kernels/astc/astc.h"
 #include "kernels/astc/astc_block.h"
@@ -393,6 +395,9 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 	cg::grid_group grid = cg::this_grid();
 	astc_enc_effort ef;
 	astc_enc_effort_of(quality, &ef);
+#ifdef __CUDA_ARCH__
+	astc_tables_to_shared();
+#endif
 	mark_start(ASTC_ENC_STAGE_ONE, (uint32_t)total);
 	for (uint64_t first = 0; first < total; first += ASTC_GPU_WINDOW) {
 		uint32_t blocks = (uint32_t)(total - first < ASTC_GPU_WINDOW ? total - first : ASTC_GPU_WINDOW);
