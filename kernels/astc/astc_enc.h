@@ -2912,10 +2912,98 @@ KILN_HD int astc_enc_stage_wanted(const astc_enc_effort *ef, int stage, int n, u
 	       ((ef->tries3 > 0 || ef->tries4 > 0) && err > (uint32_t)(ef->gate * n));
 }
 
+/* astc_enc_block_line of a 4x4 block: astc_enc_line_fit for one partition and one plane
+ * written for 16 texels, the same arithmetic in the same order (tests/unit/test_astc.c
+ * compares the two), with the texels read once into a GPU thread's registers (as
+ * astc_enc_search_full16 does) instead of from local memory at each of the fit's passes. */
+ASTC_ENC_OUTLINE void astc_enc_block_line16(const astc_enc_block *blk, astc_enc_fit *fit)
+{
+	uint32_t px[ASTC_ENC_N16];
+	uint32_t g9 = 0;
+	int32_t sum[4] = {0, 0, 0, 0};
+	int alpha = 0, gray = 1;
+	for (int i = 0; i < ASTC_ENC_N16; i++) {
+		const uint8_t *x = blk->px[i];
+		px[i] = (uint32_t)x[0] | (uint32_t)x[1] << 8 | (uint32_t)x[2] << 16 | (uint32_t)x[3] << 24;
+		int r = x[0], g = x[1], b = x[2], a = x[3], rgb = r + g + b;
+		int d0 = 3 * r - rgb, d1 = 3 * g - rgb, d2 = 3 * b - rgb;
+		g9 += (uint32_t)(d0 * d0 + d1 * d1 + d2 * d2);
+		sum[0] += r;
+		sum[1] += g;
+		sum[2] += b;
+		sum[3] += a;
+		alpha |= a != 255;
+		gray &= r == g && g == b;
+		fit->part[i] = 0;
+	}
+	fit->parts = 1;
+	fit->ccs = 4;
+	fit->gray_err = (g9 + 4) / 9;
+	fit->alpha[0] = (uint8_t)alpha;
+	fit->gray[0] = (uint8_t)gray;
+	fit->count[0] = ASTC_ENC_N16;
+	float mean[4];
+	for (int c = 0; c < 4; c++) {
+		fit->sum[0][c] = sum[c];
+		mean[c] = (float)sum[c] / (float)ASTC_ENC_N16;
+	}
+	float cov[4][4] = {{0}};
+	for (int i = 0; i < ASTC_ENC_N16; i++) {
+		float d[4];
+		for (int k = 0; k < 4; k++)
+			d[k] = (float)astc_enc_ch16(px[i], k) - mean[k];
+		cov[0][0] += d[0] * d[0];
+		cov[0][1] += d[0] * d[1];
+		cov[0][2] += d[0] * d[2];
+		cov[0][3] += d[0] * d[3];
+		cov[1][1] += d[1] * d[1];
+		cov[1][2] += d[1] * d[2];
+		cov[1][3] += d[1] * d[3];
+		cov[2][2] += d[2] * d[2];
+		cov[2][3] += d[2] * d[3];
+		cov[3][3] += d[3] * d[3];
+	}
+	for (int a = 1; a < 4; a++)
+		for (int b = 0; b < a; b++)
+			cov[a][b] = cov[b][a];
+	float v[4];
+	astc_enc_principal_axis(cov, v);
+	if (v[0] + v[1] + v[2] < 0.0f)
+		for (int a = 0; a < 4; a++)
+			v[a] = -v[a];
+	float vv = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+	float tmin = FLT_MAX, tmax = -FLT_MAX, t16[ASTC_ENC_N16];
+	uint32_t resid[4] = {0, 0, 0, 0};
+	for (int i = 0; i < ASTC_ENC_N16; i++) {
+		float d[4], t = 0.0f;
+		for (int k = 0; k < 4; k++) {
+			d[k] = (float)astc_enc_ch16(px[i], k) - mean[k];
+			t += d[k] * v[k];
+		}
+		t = vv > 0.0f ? t / vv : 0.0f;
+		for (int k = 0; k < 4; k++) {
+			float r = d[k] - t * v[k];
+			resid[k] += (uint32_t)(r * r);
+		}
+		t16[i] = t;
+		tmin = t < tmin ? t : tmin;
+		tmax = t > tmax ? t : tmax;
+	}
+	float span = tmax - tmin;
+	for (int i = 0; i < ASTC_ENC_N16; i++)
+		fit->w[i] = span > 0.0f ? (t16[i] - tmin) / span : 0.5f;
+	for (int k = 0; k < 4; k++)
+		fit->resid[k] = resid[k];
+}
+
 /* The line of the whole block (every texel in partition 0, one plane): searched at ONE,
  * the start of the later stages. */
 KILN_HD void astc_enc_block_line(const astc_enc_block *blk, astc_enc_fit *fit)
 {
+	if (blk->n == ASTC_ENC_N16) {
+		astc_enc_block_line16(blk, fit);
+		return;
+	}
 	fit->parts = 1;
 	fit->ccs = 4;
 	KILN_ROLLED for (int i = 0; i < blk->n; i++)

@@ -782,6 +782,40 @@ static int full16_differs(const astc_enc_ctx *ctx, const astc_enc_block *blk, co
 	return ea != eb || memcmp(pa, pb, 16) != 0;
 }
 
+/* The line of a 4x4 block (astc_enc_block_line16, written for 16 texels) must be the
+ * general line fit's to the bit, on Kodak crops and random blocks. */
+Test(astc_encode, line_fit_at_4x4_is_the_general_fit, .timeout = 60)
+{
+	int blocks = 0, differ = 0;
+	uint32_t seed = 4242;
+	astc_enc_block blk;
+	kiln_image img;
+	astc_test_kodak_crop("kodim05.png", 300, 200, 64, 64, 1, &img);
+	kiln_surface s = {img.pixels, img.width, img.height, (uint32_t)img.stride, img.has_alpha};
+	for (int t = 0; t < 2256; t++) {
+		if (t < 256) {
+			astc_enc_load(&s, (uint32_t)t % 16, (uint32_t)t / 16, 4, 4, 0, &blk);
+		} else {
+			for (int i = 0; i < 16; i++) {
+				uint32_t r = rng_next(&seed);
+				for (int k = 0; k < 4; k++)
+					blk.px[i][k] = (uint8_t)(t % 3 == 0 && k == 3 ? 255 : (r >> (8 * k)) & (t % 5 ? 255 : 7));
+			}
+		}
+		astc_enc_fit a, b;
+		memset(&a, 0, sizeof a);
+		memset(&b, 0, sizeof b);
+		a.parts = 1;
+		a.ccs = 4;
+		astc_enc_fit_lines(&blk, &a);
+		astc_enc_block_line16(&blk, &b);
+		differ += memcmp(&a, &b, sizeof a) != 0;
+		blocks++;
+	}
+	kiln_image_free(&img);
+	cr_expect_eq(differ, 0, "%d of %d fits differ", differ, blocks);
+}
+
 /* The first stage at 4x4 fast is astc_enc_search_full16, written for that case
  * (astc_enc.h): it must give the general search's encoding and error on every block of
  * Kodak crops (RGB linear, RGBA with the crops' alpha mask in sRGB) and of random blocks
