@@ -2679,14 +2679,21 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish_full16(const astc_enc_ctx *ctx, const 
 						was += cerr[k];
 					}
 				}
-				for (int k = 0; k < 4; k++) {
-					if (!((ch >> k) & 1))
-						continue;
+				/* the changed channels one after another, the channel a value and not a
+				 * branch: the threads of a warp, whose blocks change different channels,
+				 * run the texels' loop together */
+				for (int rem = ch; rem; rem &= rem - 1) {
+					int k = rem & 1 ? 0 : (rem & 2 ? 1 : (rem & 4 ? 2 : 3));
+					int base = k == 0 ? nb[0] : (k == 1 ? nb[1] : (k == 2 ? nb[2] : nb[3]));
+					int slope = k == 0 ? nsl[0] : (k == 1 ? nsl[1] : (k == 2 ? nsl[2] : nsl[3]));
+					int32_t e = 0;
 					for (int i = 0; i < ASTC_ENC_N16; i++) {
-						int d = astc_enc_decode_at(nb[k], nsl[k], W[i], srgb) - astc_enc_ch16(px[i], k);
-						nerr[k] += d * d;
+						int d = astc_enc_decode_at(base, slope, W[i], srgb) - astc_enc_ch16(px[i], k);
+						e += d * d;
 					}
-					now += nerr[k];
+					for (int c = 0; c < 4; c++)
+						nerr[c] = c == k ? e : nerr[c];
+					now += e;
 				}
 				int64_t delta = (int64_t)now - was;
 				if (delta < 0) {
