@@ -1749,9 +1749,10 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 							was += cerr[p][k];
 						}
 					}
-					for (int k = 0; k < 4 && now < was; k++) {
-						if (!((ch >> k) & 1))
-							continue;
+					/* the changed channels one after another, the channel a value
+					 * and not a branch (astc_enc_polish_full16) */
+					for (int rem = ch; rem && now < was; rem &= rem - 1) {
+						int k = rem & 1 ? 0 : (rem & 2 ? 1 : (rem & 4 ? 2 : 3));
 						const uint8_t *wk = k == ccs ? W1 : W[0];
 						int base = astc_enc_base(ne[0][k], blk->srgb), slope = astc_enc_slope(ne[0][k], ne[1][k], blk->srgb);
 						nerr[k] = 0;
