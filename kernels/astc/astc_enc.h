@@ -657,6 +657,22 @@ KILN_HD void astc_enc_principal_axis(const float cov[4][4], float v[4])
 		;
 }
 
+/* Adds a texel's differences from the mean d to the upper triangle of a covariance,
+ * written out (cov[b][a] would add the same products in the same order). */
+KILN_HD void astc_enc_cov_add(float cov[4][4], const float d[4])
+{
+	cov[0][0] += d[0] * d[0];
+	cov[0][1] += d[0] * d[1];
+	cov[0][2] += d[0] * d[2];
+	cov[0][3] += d[0] * d[3];
+	cov[1][1] += d[1] * d[1];
+	cov[1][2] += d[1] * d[2];
+	cov[1][3] += d[1] * d[3];
+	cov[2][2] += d[2] * d[2];
+	cov[2][3] += d[2] * d[3];
+	cov[3][3] += d[3] * d[3];
+}
+
 /* Principal axis of each partition by power iteration (no square roots), projections
  * normalised to 0..1, oriented so that endpoint 1 has the larger RGB sum (plain direct
  * endpoints need s1 >= s0; blue-contracted ones store 2r + 2g - b in that order, which
@@ -720,18 +736,7 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 			d[1] = (float)x[1] - mean[1];
 			d[2] = (float)x[2] - mean[2];
 			d[3] = (float)x[3] - mean[3];
-			/* the upper triangle, written out (cov[b][a] would add the same products in the
-			 * same order) */
-			cov[0][0] += d[0] * d[0];
-			cov[0][1] += d[0] * d[1];
-			cov[0][2] += d[0] * d[2];
-			cov[0][3] += d[0] * d[3];
-			cov[1][1] += d[1] * d[1];
-			cov[1][2] += d[1] * d[2];
-			cov[1][3] += d[1] * d[3];
-			cov[2][2] += d[2] * d[2];
-			cov[2][3] += d[2] * d[3];
-			cov[3][3] += d[3] * d[3];
+			astc_enc_cov_add(cov, d);
 		}
 		/* the channel ccs (if any) is left out of the axis: its row and column are +0, as a
 		 * sum from +0 of products with a difference taken as +0 is (each such product is
@@ -2963,16 +2968,7 @@ ASTC_ENC_OUTLINE void astc_enc_block_line16(const astc_enc_block *blk, astc_enc_
 		float d[4];
 		for (int k = 0; k < 4; k++)
 			d[k] = (float)astc_enc_ch16(px[i], k) - mean[k];
-		cov[0][0] += d[0] * d[0];
-		cov[0][1] += d[0] * d[1];
-		cov[0][2] += d[0] * d[2];
-		cov[0][3] += d[0] * d[3];
-		cov[1][1] += d[1] * d[1];
-		cov[1][2] += d[1] * d[2];
-		cov[1][3] += d[1] * d[3];
-		cov[2][2] += d[2] * d[2];
-		cov[2][3] += d[2] * d[3];
-		cov[3][3] += d[3] * d[3];
+		astc_enc_cov_add(cov, d);
 	}
 	for (int a = 1; a < 4; a++)
 		for (int b = 0; b < a; b++)
