@@ -163,8 +163,9 @@ typedef struct astc_enc_effort {
  * partitions. At 4x4 its first stage ranks the full weight grid alone (full_texels 16),
  * which astc_enc_search_full16 runs with the block in a GPU thread's registers: full
  * Kodak set, 2026-11-24, RGB 44.491 -> 44.464 dB (astcenc -fast 44.468), RGBA 43.732 ->
- * 43.652 (43.690), 1.2x -> 1.7x astcenc per core; on an H100 1,166 -> 1,692 Mpix/s
- * (kernel only; the general search over the full grid alone 1,474). Grids below the full
+ * 43.652 (43.690), 1.2x -> 1.6x astcenc per core; on an H100 1,166 -> 1,692 Mpix/s
+ * (kernel only; the general search over the full grid alone 1,474; 2,140 with the rest
+ * of docs/PERFORMANCE.md's session 25). Grids below the full
  * one won few of those blocks; for the second plane (32 weights on the full grid) the
  * full grid alone cost 0.20 dB, and at 6x6 and 8x8 (where few weight bits are left per
  * texel) 1.6-4.4 dB.
