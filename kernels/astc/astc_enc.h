@@ -2567,8 +2567,9 @@ KILN_HD void astc_enc_refit16(const uint32_t *px, const int *W, const astc_enc_f
  * from the rounded positions gv and the line's endpoints line_ep; fills s, returns its
  * error (UINT32_MAX where the kind's values do not fit). Inline: out of line, the texels
  * and positions it reads went through local memory (H100, fast 4x4: 2,000 -> 2,060
- * Mpix/s inline). astc_enc_polish_full16 inline as well gave the GPU other bytes than
- * the CPU (2026-11-24; not understood, each alone matched), so it stays out of line. */
+ * Mpix/s inline). astc_enc_polish_full16 stays out of line: inline as well it was 0.4%
+ * slower (and, with the polish's earlier channel loop, gave the GPU other bytes than
+ * the CPU: docs/PERFORMANCE.md, session 25). */
 KILN_HD uint32_t astc_enc_try_full16(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_fit *fit,
 				     const uint32_t *px, const int *gv, int line_ep[2][4], const astc_enc_mode *m,
 				     int kind, astc_symbolic *s)
