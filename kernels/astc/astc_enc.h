@@ -674,6 +674,20 @@ KILN_HD void astc_enc_cov_add(float cov[4][4], const float d[4])
 	cov[3][3] += d[3] * d[3];
 }
 
+/* The principal axis v of a covariance whose upper triangle is summed (the lower one is
+ * filled here), oriented towards a larger RGB sum; returns its squared length. */
+KILN_HD float astc_enc_line_axis(float cov[4][4], float v[4])
+{
+	for (int a = 1; a < 4; a++)
+		for (int b = 0; b < a; b++)
+			cov[a][b] = cov[b][a];
+	astc_enc_principal_axis(cov, v);
+	if (v[0] + v[1] + v[2] < 0.0f)
+		for (int a = 0; a < 4; a++)
+			v[a] = -v[a];
+	return v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+}
+
 /* Principal axis of each partition by power iteration (no square roots), projections
  * normalised to 0..1, oriented so that endpoint 1 has the larger RGB sum (plain direct
  * endpoints need s1 >= s0; blue-contracted ones store 2r + 2g - b in that order, which
@@ -746,15 +760,7 @@ ASTC_ENC_OUTLINE void astc_enc_line_fit(const astc_enc_block *blk, astc_enc_fit 
 		for (int a = 0; a < 4; a++)
 			for (int b = a; b < 4; b++)
 				cov[a][b] = a == fit->ccs || b == fit->ccs ? 0.0f : cov[a][b];
-		for (int a = 1; a < 4; a++)
-			for (int b = 0; b < a; b++)
-				cov[a][b] = cov[b][a];
-		float v[4];
-		astc_enc_principal_axis(cov, v);
-		if (v[0] + v[1] + v[2] < 0.0f)
-			for (int a = 0; a < 4; a++)
-				v[a] = -v[a];
-		float vv = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+		float v[4], vv = astc_enc_line_axis(cov, v);
 		float tmin = FLT_MAX, tmax = -FLT_MAX;
 		/* the axis with channel ccs's component taken as 0 for the projection: that term is
 		 * then +0 or -0 as it was (a difference taken as 0 times the component), and adding
@@ -2972,15 +2978,7 @@ ASTC_ENC_OUTLINE void astc_enc_block_line16(const astc_enc_block *blk, astc_enc_
 			d[k] = (float)astc_enc_ch16(px[i], k) - mean[k];
 		astc_enc_cov_add(cov, d);
 	}
-	for (int a = 1; a < 4; a++)
-		for (int b = 0; b < a; b++)
-			cov[a][b] = cov[b][a];
-	float v[4];
-	astc_enc_principal_axis(cov, v);
-	if (v[0] + v[1] + v[2] < 0.0f)
-		for (int a = 0; a < 4; a++)
-			v[a] = -v[a];
-	float vv = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+	float v[4], vv = astc_enc_line_axis(cov, v);
 	float tmin = FLT_MAX, tmax = -FLT_MAX, t16[ASTC_ENC_N16];
 	uint32_t resid[4] = {0, 0, 0, 0};
 	for (int i = 0; i < ASTC_ENC_N16; i++) {
