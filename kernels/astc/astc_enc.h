@@ -2753,11 +2753,13 @@ ASTC_ENC_OUTLINE void astc_enc_search_full16(const astc_enc_ctx *ctx, const astc
 					     uint32_t *best_err)
 {
 	uint32_t px[ASTC_ENC_N16];
-	int gv[ASTC_ENC_N16]; /* the full grid's weights before quantisation */
+	float ideal[ASTC_ENC_N16]; /* the full grid's weights before quantisation ... */
+	int gv[ASTC_ENC_N16];      /* ... and rounded */
 	for (int i = 0; i < ASTC_ENC_N16; i++) {
 		const uint8_t *x = blk->px[i];
 		px[i] = (uint32_t)x[0] | (uint32_t)x[1] << 8 | (uint32_t)x[2] << 16 | (uint32_t)x[3] << 24;
-		gv[i] = astc_enc_round64(fit->w[i] * 64.0f);
+		ideal[i] = fit->w[i] * 64.0f;
+		gv[i] = astc_enc_round64(ideal[i]);
 	}
 	/* the line's endpoints (astc_enc_line_endpoints) */
 	int line_ep[2][4], cnt = fit->count[0];
@@ -2815,7 +2817,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_full16(const astc_enc_ctx *ctx, const astc
 		}
 		float q = 0.0f;
 		for (int j = 0; j < ASTC_ENC_N16; j++) {
-			float d = fit->w[j] * 64.0f - ctx->wrecon[m->wrange][gv[j]];
+			float d = ideal[j] - ctx->wrecon[m->wrange][gv[j]];
 			q += d * d;
 		}
 		float e = 0.0f;
