@@ -246,7 +246,7 @@ KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
 	 * est_qw est_cw, moment_score full_texels */
 	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0, 16};
 	const astc_enc_effort medium = {8, 3, 1, 4, 1, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
-					0, 4, 0, 0, 6, 19, 12, 18, 6, 10, 1, 16};
+					0, 4, 0, 0, 6, 19, 12, 18, 6, 10, 1, 0};
 	const astc_enc_effort high = {12, ASTC_ENC_SHORTLIST, 2, 4, 1, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
 				      6, 1, 8, 16, 2, 16, 1, 16, 0, 4, 0, 0, 0, 24, 12, 20, 6, 10, 1, 0};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
@@ -2508,7 +2508,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
 
 /* Where the effort ranks the full grid alone (full_texels), the first stage at 4x4 is
  * astc_enc_search over the full grid's modes: astc_enc_search_full16 below is that search
- * written for 16 texels,
+ * (with one candidate kept and no refinement round, fast's form) written for 16 texels,
  * the same arithmetic in the same order, so the same encoding and error
  * (tests/unit/test_astc.c compares the two on every block of Kodak crops). Written for
  * the case, a GPU thread keeps the block, its weights and its per-texel errors in
@@ -2569,38 +2569,16 @@ KILN_HD void astc_enc_refit16(const uint32_t *px, const int *W, const astc_enc_f
 		}
 }
 
-/* astc_enc_first for the full grid with one partition and one plane: a candidate's first
- * encoding, its error and its refitted endpoints. */
-typedef struct astc_enc_first16 {
-	astc_symbolic s;
-	uint32_t err;
-	int ep[2][4];
-} astc_enc_first16;
-
-/* astc_enc_eval of s on the full grid with one partition and one plane, the texel
- * weights W (the alpha channel counted as astc_enc_eval counts it). */
-KILN_HD uint32_t astc_enc_eval16(const astc_enc_block *blk, const uint32_t *px, const int *W, const astc_symbolic *s)
-{
-	int e[2][4], b[4], sl[4];
-	astc_enc_ramp16(s, blk->srgb, e, b, sl);
-	int alpha = !blk->opaque || e[0][3] != 255 || e[1][3] != 255;
-	uint32_t err = 0;
-	for (int i = 0; i < ASTC_ENC_N16; i++)
-		err += astc_enc_err16(px[i], b, sl, W[i], blk->srgb, alpha);
-	return err;
-}
-
 /* astc_enc_try_mode without refinement: mode m of the full grid and endpoint kind `kind`
- * from the rounded positions gv and the line's endpoints line_ep; fills s (and ep_out,
- * where not NULL, with the refitted endpoints a refinement round goes on from), returns
- * its error (UINT32_MAX where the kind's values do not fit). Inline: out of line, the texels
+ * from the rounded positions gv and the line's endpoints line_ep; fills s, returns its
+ * error (UINT32_MAX where the kind's values do not fit). Inline: out of line, the texels
  * and positions it reads went through local memory (H100, fast 4x4: 2,000 -> 2,060
  * Mpix/s inline). astc_enc_polish_full16 stays out of line: inline as well it was 0.4%
  * slower (and, with the polish's earlier channel loop, gave the GPU other bytes than
  * the CPU: docs/PERFORMANCE.md, session 25). */
 KILN_HD uint32_t astc_enc_try_full16(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_fit *fit,
 				     const uint32_t *px, const int *gv, int line_ep[2][4], const astc_enc_mode *m,
-				     int kind, astc_symbolic *s, int ep_out[2][4])
+				     int kind, astc_symbolic *s)
 {
 	int wr = m->wrange;
 	s->kind = ASTC_KIND_NORMAL;
@@ -2632,65 +2610,13 @@ KILN_HD uint32_t astc_enc_try_full16(const astc_enc_ctx *ctx, const astc_enc_blo
 			s->weights[0][i] = c;
 			W[i] = astc_weight_unquant[wr][c];
 		}
-	if (ep_out)
-		for (int k = 0; k < 4; k++) {
-			ep_out[0][k] = ep[0][0][k];
-			ep_out[1][k] = ep[0][1][k];
-		}
-	return astc_enc_eval16(blk, px, W, s);
-}
-
-/* astc_enc_try_mode's refinement rounds for the full grid with one partition and one
- * plane: `iterations` rounds (texel positions re-projected on the decoded endpoints,
- * weights quantised, endpoints refitted) from a candidate's first encoding; s gets the
- * best of them, the error is returned. */
-KILN_HD uint32_t astc_enc_refine_full16(const astc_enc_block *blk, const astc_enc_fit *fit, const uint32_t *px,
-					int iterations, const astc_enc_first16 *first, astc_symbolic *s)
-{
-	*s = first->s;
-	uint32_t best = first->err;
-	/* a kind whose values did not fit (astc_enc_set_cems) has no encoding to refine */
-	if (best == UINT32_MAX)
-		return best;
-	astc_symbolic cur = first->s;
-	int ep[4][2][4], wr = cur.mode.wrange;
-	for (int k = 0; k < 4; k++) {
-		ep[0][0][k] = first->ep[0][k];
-		ep[0][1][k] = first->ep[1][k];
-	}
-	KILN_ROLLED for (int it = 1; it <= iterations; it++) {
-		int e0[4], e1[4], d[4], dd = 0;
-		astc_enc_decoded_endpoints(&cur, 0, e0, e1);
-		for (int k = 0; k < 4; k++) {
-			d[k] = e1[k] - e0[k];
-			dd += d[k] * d[k];
-		}
-		int gv[ASTC_ENC_N16], W[ASTC_ENC_N16];
-		for (int i = 0; i < ASTC_ENC_N16; i++) {
-			uint32_t x = px[i];
-			int t = (astc_enc_ch16(x, 0) - e0[0]) * d[0] + (astc_enc_ch16(x, 1) - e0[1]) * d[1] +
-				(astc_enc_ch16(x, 2) - e0[2]) * d[2] + (astc_enc_ch16(x, 3) - e0[3]) * d[3];
-			float f = dd > 0 ? (float)t / (float)dd : 0.5f;
-			f = f < 0.0f ? 0.0f : (f > 1.0f ? 1.0f : f);
-			gv[i] = astc_enc_round64(f * 64.0f);
-			uint8_t c = astc_weight_quant[wr][gv[i]];
-			cur.weights[0][i] = c;
-			W[i] = astc_weight_unquant[wr][c];
-		}
-		astc_enc_refit16(px, W, fit, ep[0]);
-		if (astc_enc_quant_endpoints(&cur, ep))
-			for (int i = 0; i < ASTC_ENC_N16; i++) {
-				uint8_t c = astc_weight_quant[wr][64 - gv[i]];
-				cur.weights[0][i] = c;
-				W[i] = astc_weight_unquant[wr][c];
-			}
-		uint32_t err = astc_enc_eval16(blk, px, W, &cur);
-		if (err < best) {
-			best = err;
-			*s = cur;
-		}
-	}
-	return best;
+	int e[2][4], b[4], sl[4];
+	astc_enc_ramp16(s, blk->srgb, e, b, sl);
+	int alpha = !blk->opaque || e[0][3] != 255 || e[1][3] != 255;
+	uint32_t err = 0;
+	for (int i = 0; i < ASTC_ENC_N16; i++)
+		err += astc_enc_err16(px[i], b, sl, W[i], blk->srgb, alpha);
+	return err;
 }
 
 /* astc_enc_polish on the full grid with one plane and one partition: the weight moves
@@ -2809,17 +2735,19 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish_full16(const astc_enc_ctx *ctx, const 
 	return err;
 }
 
-/* Whether a block's first stage is astc_enc_search_full16's case: 16 texels and the full
- * grid alone. */
+/* Whether a block's first stage is astc_enc_search_full16's case: 16 texels, the full
+ * grid alone, one candidate kept and no refinement round. */
 KILN_HD int astc_enc_full16_applies(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_effort *ef)
 {
-	return blk->n == ASTC_ENC_N16 && blk->n <= ef->full_texels && ctx->full_grid >= 0;
+	return blk->n == ASTC_ENC_N16 && blk->n <= ef->full_texels && ctx->full_grid >= 0 && ef->keep == 1 &&
+	       ef->iterations == 0;
 }
 
 /* astc_enc_search for the line of a 4x4 block (fit: one partition, one plane) over the
- * full grid's modes: astc_enc_estimate's ranking of that grid alone, each candidate
- * encoded (astc_enc_try_full16), the best `keep` refined (astc_enc_refine_full16) and
- * polished. Replaces *best and *best_err when it finds a closer encoding. */
+ * full grid's modes, with one candidate kept and no refinement round (the effort's
+ * keep 1, iterations 0): astc_enc_estimate's ranking of that grid alone, each
+ * candidate encoded (astc_enc_try_full16), the best polished. Replaces *best and
+ * *best_err when it finds a closer encoding. */
 ASTC_ENC_OUTLINE void astc_enc_search_full16(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 					     const astc_enc_fit *fit, const astc_enc_effort *ef, astc_symbolic *best,
 					     uint32_t *best_err)
@@ -2916,85 +2844,39 @@ ASTC_ENC_OUTLINE void astc_enc_search_full16(const astc_enc_ctx *ctx, const astc
 		}
 	}
 
-	if (ef->keep == 1 && ef->iterations == 0) {
-		/* with one candidate kept and no refinement round: each candidate encoded; the closest
-		 * (the first of equal errors) kept in the buffer it was encoded into, then polished
-		 * (astc_enc_search's form for keep 1) */
-		astc_symbolic bufs[2];
-		astc_symbolic *enc = &bufs[0], *kept = &bufs[1];
-		int kept_any = 0, kept_best = 0;
-		uint32_t kerr = UINT32_MAX;
-		KILN_ROLLED for (int c = 0; c < have; c++) {
-			uint32_t e = astc_enc_try_full16(ctx, blk, fit, px, gv, line_ep, &ctx->modes[cand[c] / ASTC_ENC_KINDS],
-							 cand[c] % ASTC_ENC_KINDS, enc, 0);
-			int improved = e < *best_err;
-			if (improved)
-				*best_err = e;
-			if (!kept_any || kerr > e) {
-				astc_symbolic *t = kept;
-				kept = enc;
-				enc = t;
-				kerr = e;
-				kept_any = 1;
-				kept_best = improved;
-			}
-		}
-		if (!kept_any)
-			return;
-		if (kept_best)
-			*best = *kept;
-		if (kerr == UINT32_MAX)
-			return;
-		uint32_t e = kerr;
-		if (!ef->polish_gate || (uint64_t)e * 16 < (uint64_t)*best_err * ef->polish_gate)
-			e = astc_enc_polish_full16(ctx, blk, px, kept, ef->passes);
-		if (e < *best_err) {
-			*best_err = e;
-			*best = *kept;
-		}
-		return;
-	}
-	/* astc_enc_search's kept list: every candidate encoded into the spare entry, the best
-	 * `keep` (the first of equal errors) refined from their first encoding and polished */
-	astc_enc_first16 firsts[ASTC_ENC_SHORTLIST + 1];
-	int keep = ef->keep, kept = 0, slot[ASTC_ENC_SHORTLIST], spare = 0;
-	uint32_t kerrs[ASTC_ENC_SHORTLIST];
+	/* each candidate encoded; the closest (the first of equal errors) kept in the buffer
+	 * it was encoded into, then polished (astc_enc_search's form for keep 1) */
+	astc_symbolic bufs[2];
+	astc_symbolic *enc = &bufs[0], *kept = &bufs[1];
+	int kept_any = 0, kept_best = 0;
+	uint32_t kerr = UINT32_MAX;
 	KILN_ROLLED for (int c = 0; c < have; c++) {
-		astc_enc_first16 *f = &firsts[spare];
 		uint32_t e = astc_enc_try_full16(ctx, blk, fit, px, gv, line_ep, &ctx->modes[cand[c] / ASTC_ENC_KINDS],
-						 cand[c] % ASTC_ENC_KINDS, &f->s, f->ep);
-		f->err = e;
-		if (e < *best_err) {
+						 cand[c] % ASTC_ENC_KINDS, enc);
+		int improved = e < *best_err;
+		if (improved)
 			*best_err = e;
-			*best = f->s;
+		if (!kept_any || kerr > e) {
+			astc_symbolic *t = kept;
+			kept = enc;
+			enc = t;
+			kerr = e;
+			kept_any = 1;
+			kept_best = improved;
 		}
-		int at = kept;
-		while (at > 0 && kerrs[at - 1] > e)
-			at--;
-		if (at >= keep)
-			continue;
-		int last = kept < keep ? kept : keep - 1, freed = kept < keep ? kept + 1 : slot[keep - 1];
-		KILN_ROLLED for (int j = last; j > at; j--) {
-			kerrs[j] = kerrs[j - 1];
-			slot[j] = slot[j - 1];
-		}
-		kerrs[at] = e;
-		slot[at] = spare;
-		spare = freed;
-		if (kept < keep)
-			kept++;
 	}
-	astc_symbolic s;
-	KILN_ROLLED for (int t = 0; t < kept; t++) {
-		uint32_t e = astc_enc_refine_full16(blk, fit, px, ef->iterations, &firsts[slot[t]], &s);
-		if (e == UINT32_MAX)
-			continue;
-		if (!ef->polish_gate || (uint64_t)e * 16 < (uint64_t)*best_err * ef->polish_gate)
-			e = astc_enc_polish_full16(ctx, blk, px, &s, ef->passes);
-		if (e < *best_err) {
-			*best_err = e;
-			*best = s;
-		}
+	if (!kept_any)
+		return;
+	if (kept_best)
+		*best = *kept;
+	if (kerr == UINT32_MAX)
+		return;
+	uint32_t e = kerr;
+	if (!ef->polish_gate || (uint64_t)e * 16 < (uint64_t)*best_err * ef->polish_gate)
+		e = astc_enc_polish_full16(ctx, blk, px, kept, ef->passes);
+	if (e < *best_err) {
+		*best_err = e;
+		*best = *kept;
 	}
 }
 
