@@ -394,7 +394,7 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 	__shared__ volatile int run_over;
 	cg::grid_group grid = cg::this_grid();
 	astc_enc_effort ef;
-	astc_enc_effort_of(quality, &ef);
+	astc_enc_effort_of(quality, ctx->bw * ctx->bh, &ef);
 #ifdef __CUDA_ARCH__
 	astc_tables_to_shared();
 #endif

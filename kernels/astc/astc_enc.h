@@ -90,6 +90,9 @@
 #define ASTC_ENC_SEEDS 1024
 /* 2-partition seeds whose patterns are scored in full, per quality */
 #define ASTC_ENC_MAX_TRY_SEEDS 32
+/* the texels of a 4x4 block, the footprint where the presets differ (astc_enc_effort_of)
+ * and which astc_enc_search_full16 is written for */
+#define ASTC_ENC_N16 16
 /* of which searched in full, at most, for astc_enc_seed_score's cut (more: no cut) */
 #define ASTC_ENC_MAX_CUT 8
 
@@ -142,8 +145,8 @@ typedef struct astc_enc_effort {
 	 * and est_cw / 16 (16: as modelled) */
 	uint8_t est_qw, est_cw;
 	uint8_t moment_score; /* ranks partitionings by astc_enc_moment_resid (0: line fits) */
-	uint8_t full_texels; /* at footprints of at most this many texels, a fit of one partition
-				and one plane ranks the full weight grid alone (0: never) */
+	uint8_t full_only; /* a fit of one partition and one plane ranks the full weight grid
+			      alone (set at 4x4 only: astc_enc_effort_of) */
 } astc_enc_effort;
 
 /* fast aims at astcenc -fast quality and spends what it had above it on speed: it
@@ -160,7 +163,7 @@ typedef struct astc_enc_effort {
  * error, 12% in the order of the largest residual). Full Kodak set,
  * 2026-11-22: +0.003 to +0.099 dB over astcenc -fast (RGB), 2.1-3.8x faster than
  * before, 0.54-0.77x astcenc per core (docs/PERFORMANCE.md, ASTC). No 3 and 4
- * partitions. At 4x4 its first stage ranks the full weight grid alone (full_texels 16),
+ * partitions. At 4x4 its first stage ranks the full weight grid alone (full_only),
  * which astc_enc_search_full16 runs with the block in a GPU thread's registers: full
  * Kodak set, 2026-11-24, RGB 44.491 -> 44.464 dB (astcenc -fast 44.468), RGBA 43.732 ->
  * 43.652 (43.690), 1.2x -> 1.6x astcenc per core; on an H100 1,166 -> 1,692 Mpix/s
@@ -218,6 +221,20 @@ typedef struct astc_enc_effort {
  *    fewer instructions. Measured on top and not taken (6x6 RGB): 2 kept candidates
  *    (-0.037 dB, -8%), no refinement round (-0.038, -5%), polish_gate 18 (-0.020, -7%),
  *    pred_cut 16 (-0.017, -3%), 6 candidates (-0.010, -3.5%), 2 polish passes (-0.006, -1%).
+ *  - At 4x4, where its margin was the widest (+0.040 dB RGB, +0.264 RGBA) and its GPU
+ *    speed the furthest off its target (166 Mpix/s on an H100 against 500), it spends
+ *    most of that margin, as astcenc's presets differ by footprint too: the full weight
+ *    grid alone for one partition and one plane (as fast), 6 candidates of which 2 kept,
+ *    2 polish sweeps, 2 correction steps in the encoding, pred_cut 16. Full Kodak set,
+ *    2026-11-24: RGB 45.184 -> 45.116 dB (astcenc -medium 45.144), RGBA 44.432 -> 44.316
+ *    (44.168); on an H100 165.4 -> 253.3 Mpix/s (kernel only). Each alone on top of the
+ *    full grid alone (RGB dB, Mpix/s): the full grid -0.016, 166 -> 179; 2 passes -0.002,
+ *    184; 6 candidates -0.010, 195; 2 kept -0.034, 213; 2 steps and pred_cut 16 -0.002
+ *    each. Not taken: 3 and 4 partitions above 32 per texel (-0.009) and no 4 partitions
+ *    (-0.002, 185): the Kodak crop and the 4-partition patterns of tests/unit/test_astc.c
+ *    then got no 3-partition block and 30.9 dB; no ranking correction step (-0.016, 183),
+ *    2 partitions above 16 per texel (-0.030, 189 alone), no refinement round (-0.051,
+ *    189 alone), the second plane above 8 per texel (-0.084, 188 alone).
  * high aims at astcenc -thorough quality; it was +0.15 / +0.02 / -0.09 dB against it at
  * 4x4 / 6x6 / 8x8 (full Kodak, RGB) and 0.08-0.10x its speed per core. It takes medium's
  * ranking weights (est_qw 6, est_cw 10), which at 8x8 put the candidate that ends best
@@ -238,18 +255,28 @@ typedef struct astc_enc_effort {
  * is above 16 times that (was always): -0.003 / 0.000 / -0.001 dB, 1.1x-1.15x faster.
  * medium and high try 3 and 4 partitions (and high the second plane with 2 partitions)
  * only for blocks still far off (smooth blocks rarely gain). */
-KILN_HD void astc_enc_effort_of(int quality, astc_enc_effort *e)
+KILN_HD void astc_enc_effort_of(int quality, int texels, astc_enc_effort *e)
 {
 	/* cand keep iterations passes est_steps grid_steps grid_share, dual_tries dual_gate,
 	 * p2_gate p2_tries p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult,
 	 * dual_rgate dual_rfrac p2_rgate p2_rfrac, dual_share polish_gate, pred_w pred_cut,
-	 * est_qw est_cw, moment_score full_texels */
-	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0, 16};
+	 * est_qw est_cw, moment_score full_only */
+	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0, 1};
 	const astc_enc_effort medium = {8, 3, 1, 4, 1, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
 					0, 4, 0, 0, 6, 19, 12, 18, 6, 10, 1, 0};
 	const astc_enc_effort high = {12, ASTC_ENC_SHORTLIST, 2, 4, 1, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
 				      6, 1, 8, 16, 2, 16, 1, 16, 0, 4, 0, 0, 0, 24, 12, 20, 6, 10, 1, 0};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
+	if (texels > ASTC_ENC_N16) {
+		e->full_only = 0;
+	} else if (quality == KILN_QUALITY_MEDIUM) {
+		e->full_only = 1;
+		e->cand = 6;
+		e->keep = 2;
+		e->passes = 2;
+		e->grid_steps = 2;
+		e->pred_cut = 16;
+	}
 }
 
 /* One candidate block mode (single plane) of a footprint. */
@@ -2158,7 +2185,7 @@ ASTC_ENC_OUTLINE int astc_enc_estimate(const astc_enc_ctx *ctx, const astc_enc_b
 		const astc_enc_grid *gr = &ctx->grids[g];
 		int ng = gr->w * gr->h;
 		int share = dual ? ef->dual_share : ef->grid_share;
-		if ((share && ng * share * parts < n) || (!gr->full && parts == 1 && !dual && n <= ef->full_texels))
+		if ((share && ng * share * parts < n) || (!gr->full && parts == 1 && !dual && ef->full_only))
 			continue;
 		/* once the list is full, a grid none of whose modes could enter it even with no
 		 * weight error (the decimation and quantisation terms are >= 0, and float
@@ -2506,7 +2533,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
 
 /* ---- one partition, one plane, the full grid alone, at 4x4 ---------------------------- */
 
-/* Where the effort ranks the full grid alone (full_texels), the first stage at 4x4 is
+/* Where the effort ranks the full grid alone (full_only), the first stage at 4x4 is
  * astc_enc_search over the full grid's modes: astc_enc_search_full16 below is that search
  * (with one candidate kept and no refinement round, fast's form) written for 16 texels,
  * the same arithmetic in the same order, so the same encoding and error
@@ -2517,7 +2544,6 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
  * decoded values come from each channel's base and slope (astc_enc_decode_at) instead of
  * tables. Early exits that only cut work (eval's limit, the polish's colour moves) are
  * left out: a full sum gives the same decisions. */
-#define ASTC_ENC_N16 16
 
 /* channel k of a texel packed as R | G << 8 | B << 16 | A << 24 */
 KILN_HD int astc_enc_ch16(uint32_t t, int k)
@@ -2739,8 +2765,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish_full16(const astc_enc_ctx *ctx, const 
  * grid alone, one candidate kept and no refinement round. */
 KILN_HD int astc_enc_full16_applies(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_effort *ef)
 {
-	return blk->n == ASTC_ENC_N16 && blk->n <= ef->full_texels && ctx->full_grid >= 0 && ef->keep == 1 &&
-	       ef->iterations == 0;
+	return blk->n == ASTC_ENC_N16 && ef->full_only && ctx->full_grid >= 0 && ef->keep == 1 && ef->iterations == 0;
 }
 
 /* astc_enc_search for the line of a 4x4 block (fit: one partition, one plane) over the
@@ -3168,7 +3193,7 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 			       uint8_t *out)
 {
 	astc_enc_effort ef;
-	astc_enc_effort_of(quality, &ef);
+	astc_enc_effort_of(quality, ctx->bw * ctx->bh, &ef);
 	astc_enc_fit line;
 	int constant = astc_enc_constant(blk);
 	if (!constant)

@@ -217,7 +217,7 @@ static inline kiln_status kiln_fuzz_astc_encode(const uint8_t *data, size_t size
 		blk.opaque &= blk.px[i][3] == 255;
 	}
 	astc_enc_effort ef;
-	astc_enc_effort_of(quality, &ef);
+	astc_enc_effort_of(quality, ctx->bw * ctx->bh, &ef);
 	uint8_t out[16];
 	uint32_t err = 0, resid[4];
 	astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, NULL, out, &err, resid);

@@ -825,14 +825,19 @@ Test(astc_encode, full_grid_search_at_4x4_is_the_general_search, .timeout = 120)
 	const astc_enc_ctx *ctx = astc_enc_context(kiln_astc_footprint_index(4, 4));
 	cr_assert_not_null(ctx);
 	astc_enc_effort ef;
-	astc_enc_effort_of(KILN_QUALITY_FAST, &ef);
+	astc_enc_effort_of(KILN_QUALITY_FAST, ctx->bw * ctx->bh, &ef);
 	astc_enc_block blk;
 	blk.bw = blk.bh = 4;
 	blk.n = 16;
 	cr_assert(astc_enc_full16_applies(ctx, &blk, &ef), "fast at 4x4 takes the full-grid search");
-	astc_enc_effort_of(KILN_QUALITY_MEDIUM, &ef);
-	cr_assert(!astc_enc_full16_applies(ctx, &blk, &ef), "medium keeps the general search");
-	astc_enc_effort_of(KILN_QUALITY_FAST, &ef);
+	astc_enc_effort_of(KILN_QUALITY_MEDIUM, ctx->bw * ctx->bh, &ef);
+	cr_assert(ef.full_only && !astc_enc_full16_applies(ctx, &blk, &ef),
+		  "medium at 4x4 ranks the full grid alone in the general search (2 kept, refined)");
+	for (int q = KILN_QUALITY_FAST; q <= KILN_QUALITY_HIGH; q++) {
+		astc_enc_effort_of(q, 5 * 4, &ef);
+		cr_assert(!ef.full_only, "quality %d ranks every grid above 4x4 (the full one alone lost dB there)", q);
+	}
+	astc_enc_effort_of(KILN_QUALITY_FAST, ctx->bw * ctx->bh, &ef);
 	int searched = 0, differ = 0;
 	static const char *images[] = {"kodim03.png", "kodim13.png", "kodim23.png"};
 	for (int im = 0; im < 3; im++)
