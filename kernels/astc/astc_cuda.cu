@@ -332,8 +332,8 @@ __device__ static void sort_by_error(cg::grid_group &grid, astc_gpu_queue *q, in
 // microseconds from the kernel's start; over several windows the figures span them all.
 // Without it the marks are empty.
 #ifdef ASTC_GPU_STAGE_TIMES
-static_assert(ASTC_ENC_STAGES == 4, "stage_first_idle starts at ~0 for every stage");
-__device__ unsigned long long stage_start[ASTC_ENC_STAGES], stage_first_idle[ASTC_ENC_STAGES] = {~0ull, ~0ull, ~0ull, ~0ull},
+static_assert(ASTC_ENC_STAGES == 3, "stage_first_idle starts at ~0 for every stage");
+__device__ unsigned long long stage_start[ASTC_ENC_STAGES], stage_first_idle[ASTC_ENC_STAGES] = {~0ull, ~0ull, ~0ull},
 	stage_last_idle[ASTC_ENC_STAGES];
 __device__ uint32_t stage_listed[ASTC_ENC_STAGES];
 __device__ static unsigned long long global_ns(void)
@@ -454,8 +454,6 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 			grid.sync();
 			uint32_t listed = *(volatile uint32_t *)&q->c.listed[stage - 1];
 			mark_start(stage, listed);
-			if (listed == 0) // every thread reads the same count: the sort's waits are skipped by all
-				continue;
 			sort_by_error(grid, q, stage - 1, listed);
 			const astc_gpu_entry *l = q->sorted;
 			// The list's first round, a block for each thread of the grid, is dealt: block k

@@ -2910,19 +2910,15 @@ ASTC_ENC_OUTLINE void astc_enc_search_full16(const astc_enc_ctx *ctx, const astc
  * side by side (astc_cuda.cu) while the CPU runs them one after the other:
  *  - ONE: a void extent for a constant block, else one partition with one plane;
  *  - DUAL: one partition with a second plane;
- *  - PARTS2: 2 partitions;
- *  - PARTS34: 3 and 4 partitions, for blocks still above the gate after 2 (a stage apart
- *    from PARTS2 so that a GPU's warps run the costliest search with every lane of a
- *    block that wants it, instead of the lanes of a PARTS2 warp whose blocks it gates out
- *    waiting on the others).
+ *  - PARTS: 2, 3 and 4 partitions.
  * A later stage replaces the block's encoding only with a closer one, as one search over
  * every candidate would. */
-enum { ASTC_ENC_STAGE_ONE, ASTC_ENC_STAGE_DUAL, ASTC_ENC_STAGE_PARTS2, ASTC_ENC_STAGE_PARTS34, ASTC_ENC_STAGES };
+enum { ASTC_ENC_STAGE_ONE, ASTC_ENC_STAGE_DUAL, ASTC_ENC_STAGE_PARTS, ASTC_ENC_STAGES };
 
 /* The GPU backend (astc_cuda.cu) runs a batch in windows of ASTC_GPU_WINDOW blocks and
  * lists the blocks that want each later stage in the batch's scratch (kiln_astc_temp_size):
  * 8 bytes a block of the window for each later stage's list and for the sorted copy of
- * one, 32 MiB, and its counters. A batch of 32 Kodak images at 4x4 is 786,432 blocks. */
+ * one, 24 MiB, and its counters. A batch of 32 Kodak images at 4x4 is 786,432 blocks. */
 #define ASTC_GPU_WINDOW (1u << 20)
 #define ASTC_GPU_QUEUE_BYTES (2048 + (size_t)ASTC_ENC_STAGES * ASTC_GPU_WINDOW * 8)
 
@@ -2940,7 +2936,7 @@ KILN_HD int astc_enc_dual_tries(const astc_enc_effort *ef, int n, const uint32_t
 	return ef->dual_tries;
 }
 
-/* The 2-partition seeds the PARTS2 stage scores for such a block: none under the error
+/* The 2-partition seeds the PARTS stage scores for such a block: none under the error
  * gate (p2_gate) or where the residual of all channels does not pass the residual gates
  * (p2_rgate, p2_rfrac). */
 KILN_HD int astc_enc_p2_tries(const astc_enc_effort *ef, int n, const uint32_t *resid, uint32_t err)
@@ -2963,9 +2959,8 @@ KILN_HD int astc_enc_stage_wanted(const astc_enc_effort *ef, int stage, int n, u
 	if (stage == ASTC_ENC_STAGE_DUAL)
 		return err > (uint32_t)(ef->dual_gate * n) && astc_enc_dual_tries(ef, n, resid, err) > 0 &&
 		       (resid[0] | resid[1] | resid[2] | resid[3]) != 0;
-	if (stage == ASTC_ENC_STAGE_PARTS2)
-		return astc_enc_p2_tries(ef, n, resid, err) > 0;
-	return (ef->tries3 > 0 || ef->tries4 > 0) && err > (uint32_t)(ef->gate * n);
+	return astc_enc_p2_tries(ef, n, resid, err) > 0 ||
+	       ((ef->tries3 > 0 || ef->tries4 > 0) && err > (uint32_t)(ef->gate * n));
 }
 
 /* astc_enc_block_line of a 4x4 block: astc_enc_line_fit for one partition and one plane
@@ -3087,7 +3082,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 			astc_enc_fit_lines(blk, f1);
 			astc_enc_search(ctx, blk, f1, 0, ef, best, best_err);
 		}
-	} else if (stage == ASTC_ENC_STAGE_PARTS2) {
+	} else {
 		uint32_t gate = (uint32_t)(ef->gate * n);
 		/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
 		 * the residual of a line fit per partition; the best few searched in full */
@@ -3136,8 +3131,6 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 				}
 			}
 		}
-	} else {
-		uint32_t gate = (uint32_t)(ef->gate * n);
 		if (ef->tries3 > 0 && *best_err > gate)
 			astc_enc_search_parts(ctx, blk, fit, 3, ef->tries3, ef->full3, ef, &alt, best, best_err);
 		if (ef->tries4 > 0 && *best_err > gate &&
