@@ -146,7 +146,7 @@ typedef struct astc_enc_effort {
 	uint8_t est_qw, est_cw;
 	uint8_t moment_score; /* ranks partitionings by astc_enc_moment_resid (0: line fits) */
 	uint8_t full_only; /* a fit of one partition and one plane ranks the full weight grid
-			      alone (set at 4x4 only: astc_enc_effort_of) */
+			      alone (fast and medium at 4x4: astc_enc_effort_of) */
 } astc_enc_effort;
 
 /* fast aims at astcenc -fast quality and spends what it had above it on speed: it
@@ -261,16 +261,17 @@ KILN_HD void astc_enc_effort_of(int quality, int texels, astc_enc_effort *e)
 	 * p2_gate p2_tries p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult,
 	 * dual_rgate dual_rfrac p2_rgate p2_rfrac, dual_share polish_gate, pred_w pred_cut,
 	 * est_qw est_cw, moment_score full_only */
-	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0, 1};
+	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0, 0};
 	const astc_enc_effort medium = {8, 3, 1, 4, 1, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
 					0, 4, 0, 0, 6, 19, 12, 18, 6, 10, 1, 0};
 	const astc_enc_effort high = {12, ASTC_ENC_SHORTLIST, 2, 4, 1, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
 				      6, 1, 8, 16, 2, 16, 1, 16, 0, 4, 0, 0, 0, 24, 12, 20, 6, 10, 1, 0};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
-	if (texels > ASTC_ENC_N16) {
-		e->full_only = 0;
-	} else if (quality == KILN_QUALITY_MEDIUM) {
-		e->full_only = 1;
+	/* the rows are the presets above 4x4; what differs at 4x4, all of it here */
+	if (texels > ASTC_ENC_N16 || quality == KILN_QUALITY_HIGH)
+		return;
+	e->full_only = 1;
+	if (quality == KILN_QUALITY_MEDIUM) {
 		e->cand = 6;
 		e->keep = 2;
 		e->passes = 2;
