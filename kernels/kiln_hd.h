@@ -16,6 +16,13 @@
 #define KILN_HD_CONST static const
 #endif
 
+/* A struct member's alignment, in both languages the single-source headers compile as. */
+#ifdef __cplusplus
+#define KILN_ALIGN16 alignas(16)
+#else
+#define KILN_ALIGN16 _Alignas(16)
+#endif
+
 /* Put before a loop whose trip count is only known at run time to keep nvcc from
  * unrolling it. Where the threads of a warp run a long search along different paths (the
  * ASTC encoder), the code they run at once outgrows the instruction cache and fetching

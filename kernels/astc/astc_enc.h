@@ -1491,13 +1491,13 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 	 * thread's local memory */
 	astc_symbolic own, *cur = s;
 	if (iterations > 0) {
-		own = *s;
+		astc_symbolic_copy(&own, s);
 		cur = &own;
 	}
 	int resume = first && iterations > 0;
 	if (resume) {
-		*cur = first->s;
-		*s = first->s;
+		astc_symbolic_copy(cur, &first->s);
+		astc_symbolic_copy(s, &first->s);
 		best = first->err;
 		KILN_ROLLED for (int p = 0; p < parts; p++)
 			for (int k = 0; k < 4; k++) {
@@ -1572,11 +1572,11 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 		if (err < best) {
 			best = err;
 			if (cur != s)
-				*s = *cur;
+				astc_symbolic_copy(s, cur);
 		}
 	}
 	if (first && iterations == 0) {
-		first->s = *s;
+		astc_symbolic_copy(&first->s, s);
 		first->err = best;
 		KILN_ROLLED for (int p = 0; p < parts; p++)
 			for (int k = 0; k < 4; k++) {
@@ -2396,7 +2396,7 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 		if (improved) {
 			*best_err = e;
 			if (!reuse)
-				*best = *cand;
+				astc_symbolic_copy(best, cand);
 		}
 		int at = have;
 		while (at > 0 && errs[at - 1] > e)
@@ -2433,7 +2433,7 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 			e = errs[t];
 			cand = kept;
 			if (kept_best)
-				*best = *kept; /* the copy the ranking loop left to here */
+				astc_symbolic_copy(best, kept); /* the copy the ranking loop left to here */
 		} else {
 			e = astc_enc_try_mode(ctx, blk, fit, line_ep, md, seed, ef->iterations, ef->grid_steps, UINT32_MAX,
 					      kinds[t], cand, &memo, &gc, resume ? &firsts[slot[t]] : 0);
@@ -2443,14 +2443,14 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 		if (ef->polish_gate && (uint64_t)e * 16 >= (uint64_t)*best_err * ef->polish_gate) {
 			if (e < *best_err) {
 				*best_err = e;
-				*best = *cand;
+				astc_symbolic_copy(best, cand);
 			}
 			continue;
 		}
 		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], fit->part, cand, e, ef->passes);
 		if (e < *best_err) {
 			*best_err = e;
-			*best = *cand;
+			astc_symbolic_copy(best, cand);
 		}
 	}
 }
@@ -2894,7 +2894,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_full16(const astc_enc_ctx *ctx, const astc
 	if (!kept_any)
 		return;
 	if (kept_best)
-		*best = *kept;
+		astc_symbolic_copy(best, kept);
 	if (kerr == UINT32_MAX)
 		return;
 	uint32_t e = kerr;
@@ -2902,7 +2902,7 @@ ASTC_ENC_OUTLINE void astc_enc_search_full16(const astc_enc_ctx *ctx, const astc
 		e = astc_enc_polish_full16(ctx, blk, px, kept, ef->passes);
 	if (e < *best_err) {
 		*best_err = e;
-		*best = *kept;
+		astc_symbolic_copy(best, kept);
 	}
 }
 
