@@ -1490,14 +1490,13 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 	 * the first iteration's is always the best): copies of an astc_symbolic are a GPU
 	 * thread's local memory */
 	astc_symbolic own, *cur = s;
+	int resume = first && iterations > 0;
 	if (iterations > 0) {
-		astc_symbolic_copy(&own, s);
+		/* the fields set above, or the first iteration's encoding to go on from */
+		astc_symbolic_copy(&own, resume ? &first->s : s);
 		cur = &own;
 	}
-	int resume = first && iterations > 0;
 	if (resume) {
-		astc_symbolic_copy(cur, &first->s);
-		astc_symbolic_copy(s, &first->s);
 		best = first->err;
 		KILN_ROLLED for (int p = 0; p < parts; p++)
 			for (int k = 0; k < 4; k++) {
@@ -1575,6 +1574,9 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 				astc_symbolic_copy(s, cur);
 		}
 	}
+	/* no refinement round came closer: s is the first iteration's encoding */
+	if (resume && best == first->err)
+		astc_symbolic_copy(s, &first->s);
 	if (first && iterations == 0) {
 		astc_symbolic_copy(&first->s, s);
 		first->err = best;
@@ -2429,29 +2431,28 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 	KILN_ROLLED for (int t = 0; t < have; t++) {
 		const astc_enc_mode *md = &ctx->modes[list[t]];
 		uint32_t e;
+		/* reused: the encoding is the best so far where the ranking loop found it so (the
+		 * copy it left to here, made once below: the polish changes the encoding only
+		 * where it lowers its error) */
+		int better = 0;
 		if (reuse) {
 			e = errs[t];
 			cand = kept;
-			if (kept_best)
-				astc_symbolic_copy(best, kept); /* the copy the ranking loop left to here */
+			better = kept_best;
 		} else {
 			e = astc_enc_try_mode(ctx, blk, fit, line_ep, md, seed, ef->iterations, ef->grid_steps, UINT32_MAX,
 					      kinds[t], cand, &memo, &gc, resume ? &firsts[slot[t]] : 0);
 		}
 		if (e == UINT32_MAX)
 			continue;
-		if (ef->polish_gate && (uint64_t)e * 16 >= (uint64_t)*best_err * ef->polish_gate) {
-			if (e < *best_err) {
-				*best_err = e;
-				astc_symbolic_copy(best, cand);
-			}
-			continue;
-		}
-		e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], fit->part, cand, e, ef->passes);
+		if (!ef->polish_gate || (uint64_t)e * 16 < (uint64_t)*best_err * ef->polish_gate)
+			e = astc_enc_polish(ctx, blk, &ctx->grids[md->grid], fit->part, cand, e, ef->passes);
 		if (e < *best_err) {
 			*best_err = e;
-			astc_symbolic_copy(best, cand);
+			better = 1;
 		}
+		if (better)
+			astc_symbolic_copy(best, cand);
 	}
 }
 
@@ -2891,19 +2892,18 @@ ASTC_ENC_OUTLINE void astc_enc_search_full16(const astc_enc_ctx *ctx, const astc
 			kept_best = improved;
 		}
 	}
-	if (!kept_any)
-		return;
-	if (kept_best)
-		astc_symbolic_copy(best, kept);
-	if (kerr == UINT32_MAX)
+	/* (an encoding of error UINT32_MAX is never the best so far) */
+	if (!kept_any || kerr == UINT32_MAX)
 		return;
 	uint32_t e = kerr;
 	if (!ef->polish_gate || (uint64_t)e * 16 < (uint64_t)*best_err * ef->polish_gate)
 		e = astc_enc_polish_full16(ctx, blk, px, kept, ef->passes);
-	if (e < *best_err) {
+	/* one copy: the polish changes the kept encoding only where it lowers its error */
+	if (e < *best_err)
 		*best_err = e;
-		astc_symbolic_copy(best, kept);
-	}
+	else if (!kept_best)
+		return;
+	astc_symbolic_copy(best, kept);
 }
 
 /* A block's search in stages, each a function of the block and the error so far, so that
