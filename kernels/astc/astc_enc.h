@@ -1558,14 +1558,14 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			memo->grid = it > 0 ? -1 : m->grid;
 		}
 		KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-			astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 0, cur->weights[pl], W[pl]);
+			astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 0, cur->weights + pl * g->w * g->h, W[pl]);
 		/* endpoints refitted to those weights (kept when they do not determine a line) */
 		astc_enc_refit(blk, fit, W[0], W[1], ccs, ep);
 		int swapped = astc_enc_quant_endpoints(cur, ep);
 		if (swapped && parts == 1) {
 			/* invert the weights of the (single) partition and requantise */
 			KILN_ROLLED for (int pl = 0; pl <= dual; pl++)
-				astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 1, cur->weights[pl], W[pl]);
+				astc_enc_quant_plane(g, blk->n, m->wrange, gv[pl], 1, cur->weights + pl * g->w * g->h, W[pl]);
 		}
 		uint32_t err = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, cur, best < limit ? best : limit);
 		if (err < best) {
@@ -1694,7 +1694,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 		/* a full grid's weights are the texels' (no copy through gq) */
 		uint8_t *to = g->full ? W[pl] : gq;
 		KILN_ROLLED for (int j = 0; j < ng; j++)
-			to[j] = astc_weight_unquant[wr][s->weights[pl][j]];
+			to[j] = astc_weight_unquant[wr][s->weights[pl * ng + j]];
 		if (!g->full)
 			astc_enc_infill_sums(g, n, gq, sums[pl], W[pl]);
 	}
@@ -1718,7 +1718,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					settled = 1;
 					break;
 				}
-				uint8_t old = s->weights[pl][j];
+				uint8_t old = s->weights[pl * ng + j];
 				/* the texels whose infill reads grid point j */
 				int first = g->full ? j : g->tfirst[j], end = g->full ? j + 1 : g->tfirst[j + 1];
 				/* both moves (down [0], up [1]) in one walk over the texels, which
@@ -1747,7 +1747,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 				if (delta0 < 0 || delta1 < 0) {
 					/* accept: commit the texels' weights and errors */
 					int dir = delta0 < 0 ? 0 : 1, b = dir ? b1 : b0, step = dir ? step1 : step0;
-					s->weights[pl][j] = dir ? nc1 : nc0;
+					s->weights[pl * ng + j] = dir ? nc1 : nc0;
 					KILN_ROLLED for (int e = first; e < end; e++) {
 						int i = g->full ? e : g->ttex[e], w = astc_enc_moved_weight(g, sums[pl], e, b, step);
 						astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, -1, cerr[part[i]]);
@@ -2624,7 +2624,7 @@ KILN_HD uint32_t astc_enc_try_full16(const astc_enc_ctx *ctx, const astc_enc_blo
 	int W[ASTC_ENC_N16], ep[4][2][4];
 	for (int i = 0; i < ASTC_ENC_N16; i++) {
 		uint8_t c = astc_weight_quant[wr][gv[i]];
-		s->weights[0][i] = c;
+		s->weights[i] = c;
 		W[i] = astc_weight_unquant[wr][c];
 	}
 	for (int k = 0; k < 4; k++) {
@@ -2635,7 +2635,7 @@ KILN_HD uint32_t astc_enc_try_full16(const astc_enc_ctx *ctx, const astc_enc_blo
 	if (astc_enc_quant_endpoints(s, ep))
 		for (int i = 0; i < ASTC_ENC_N16; i++) {
 			uint8_t c = astc_weight_quant[wr][64 - gv[i]];
-			s->weights[0][i] = c;
+			s->weights[i] = c;
 			W[i] = astc_weight_unquant[wr][c];
 		}
 	int e[2][4], b[4], sl[4];
@@ -2661,7 +2661,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish_full16(const astc_enc_ctx *ctx, const 
 	astc_enc_ramp16(s, srgb, cur, b, sl);
 	uint32_t err = 0;
 	for (int i = 0; i < ASTC_ENC_N16; i++) {
-		W[i] = astc_weight_unquant[wr][s->weights[0][i]];
+		W[i] = astc_weight_unquant[wr][s->weights[i]];
 		uint32_t t = 0;
 		for (int k = 0; k < 4; k++) {
 			int d = astc_enc_decode_at(b[k], sl[k], W[i], srgb) - astc_enc_ch16(px[i], k);
@@ -2679,14 +2679,14 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish_full16(const astc_enc_ctx *ctx, const 
 				settled = 1;
 				break;
 			}
-			uint8_t old = s->weights[0][j];
+			uint8_t old = s->weights[j];
 			uint8_t nc0 = ctx->wstep[wr][old][0], nc1 = ctx->wstep[wr][old][1];
 			int b0 = astc_weight_unquant[wr][nc0], b1 = astc_weight_unquant[wr][nc1];
 			int32_t delta0 = (int32_t)astc_enc_err16(px[j], b, sl, b0, srgb, 1) - (int32_t)terr[j];
 			int32_t delta1 = (int32_t)astc_enc_err16(px[j], b, sl, b1, srgb, 1) - (int32_t)terr[j];
 			if (delta0 < 0 || delta1 < 0) {
 				int dir = delta0 < 0 ? 0 : 1, w = dir ? b1 : b0;
-				s->weights[0][j] = dir ? nc1 : nc0;
+				s->weights[j] = dir ? nc1 : nc0;
 				uint32_t t = 0;
 				for (int k = 0; k < 4; k++) {
 					int d = astc_enc_decode_at(b[k], sl[k], W[j], srgb) - astc_enc_ch16(px[j], k);

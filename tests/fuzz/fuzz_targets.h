@@ -178,8 +178,7 @@ static inline kiln_status kiln_fuzz_astc(const uint8_t *data, size_t size)
 			FUZZ_CHECK(!s.mode.dual || again.ccs == s.ccs);
 			FUZZ_CHECK(memcmp(again.cem, s.cem, s.partitions) == 0);
 			FUZZ_CHECK(memcmp(again.colors, s.colors, (size_t)nv) == 0);
-			for (int pl = 0; pl <= s.mode.dual; pl++)
-				FUZZ_CHECK(memcmp(again.weights[pl], s.weights[pl], (size_t)nw) == 0);
+			FUZZ_CHECK(memcmp(again.weights, s.weights, (size_t)nw * (s.mode.dual ? 2 : 1)) == 0);
 		}
 		astc_decode_symbolic(&again, bw, bh, srgb, again_texels);
 		FUZZ_CHECK(memcmp(again_texels, texels, 4 * (size_t)n) == 0);
