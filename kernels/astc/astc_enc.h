@@ -1445,9 +1445,10 @@ typedef struct astc_enc_first {
 /* Encodes with one block mode and a partitioning: fills s, returns its exact error.
  * line_ep are the fit's starting endpoints (astc_enc_line_endpoints, computed once per
  * fit), memo the fit's rounded grid weights for the last grid asked (kept across the
- * calls of one fit), kind the endpoint kind (astc_enc_kind_cems). `first` (where not NULL)
- * gets the first iteration's end when `iterations` is 0, and otherwise holds it: the call
- * goes on from there. */
+ * calls of one fit), kind the endpoint kind (astc_enc_kind_cems). With `iterations` 0,
+ * `first` (where not NULL) gets the first iteration's end (s may be first's own encoding,
+ * which is then not copied); with refinement rounds it must hold that end: the call goes on
+ * from there, and may leave first's encoding overwritten. */
 ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_enc_block *blk,
 					    const astc_enc_fit *fit, int line_ep[4][2][4], const astc_enc_mode *m, int seed,
 					    int iterations, int grid_steps, uint32_t limit, int kind, astc_symbolic *s,
@@ -1485,19 +1486,20 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 
 	uint8_t W[2][ASTC_MAX_TEXELS];
 	uint32_t best = UINT32_MAX;
-	/* the encoding of the current iteration; with one iteration it is made in *s itself,
-	 * which it would be copied to anyway (astc_enc_eval's error is below UINT32_MAX, so
-	 * the first iteration's is always the best): copies of an astc_symbolic are a GPU
-	 * thread's local memory */
-	astc_symbolic own, *cur = s;
-	int resume = first && iterations > 0;
-	if (iterations > 0) {
-		/* the fields set above, or the first iteration's encoding to go on from */
-		astc_symbolic_copy(&own, resume ? &first->s : s);
-		cur = &own;
-	}
+	/* Each iteration is made in a buffer of its own and re-projects the texels on the
+	 * encoding before it (`prev`): the last in s itself, the one before it in own, and so
+	 * on in turn, so that where the last comes closest (or is the only one) nothing is
+	 * copied: copies of an astc_symbolic are a GPU thread's local memory. Every buffer
+	 * holds the fields set above (an iteration rewrites the weights and colour values
+	 * only). `closest`: the closest encoding so far (none yet: NULL). */
+	astc_symbolic own;
+	const astc_symbolic *prev = s, *closest = NULL;
+	int resume = iterations > 0;
+	if (iterations > 1)
+		astc_symbolic_copy(&own, s);
 	if (resume) {
 		best = first->err;
+		prev = closest = &first->s;
 		KILN_ROLLED for (int p = 0; p < parts; p++)
 			for (int k = 0; k < 4; k++) {
 				ep[p][0][k] = first->ep[p][0][k];
@@ -1505,6 +1507,14 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			}
 	}
 	KILN_ROLLED for (int it = resume; it <= iterations; it++) {
+		astc_symbolic *cur = (iterations - it) % 2 ? &own : s;
+		/* a buffer is made again only after the one between: where it holds the closest
+		 * encoding, that moves to first's, whose own iteration is then behind (more than
+		 * two refinement rounds; no preset has them) */
+		if (cur == closest) {
+			astc_symbolic_copy(&first->s, cur);
+			closest = &first->s;
+		}
 		if (it > 0) {
 			/* texel positions re-projected on the quantised endpoints: plane 0 on the
 			 * channels other than ccs, plane 1 on channel ccs */
@@ -1512,7 +1522,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 			pos[1] = tw[1];
 			KILN_ROLLED for (int p = 0; p < parts; p++) {
 				int e0[4], e1[4];
-				astc_enc_decoded_endpoints(cur, p, e0, e1);
+				astc_enc_decoded_endpoints(prev, p, e0, e1);
 				/* the line's direction on plane 0 (channel ccs zeroed: its term of every
 				 * product is 0) */
 				int d[4], dd = 0;
@@ -1570,15 +1580,15 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 		uint32_t err = astc_enc_eval(blk, fit->part, W[0], W[1], ccs, cur, best < limit ? best : limit);
 		if (err < best) {
 			best = err;
-			if (cur != s)
-				astc_symbolic_copy(s, cur);
+			closest = cur;
 		}
+		prev = cur;
 	}
-	/* no refinement round came closer: s is the first iteration's encoding */
-	if (resume && best == first->err)
-		astc_symbolic_copy(s, &first->s);
+	if (closest != s)
+		astc_symbolic_copy(s, closest);
 	if (first && iterations == 0) {
-		astc_symbolic_copy(&first->s, s);
+		if (s != &first->s)
+			astc_symbolic_copy(&first->s, s);
 		first->err = best;
 		KILN_ROLLED for (int p = 0; p < parts; p++)
 			for (int k = 0; k < 4; k++) {
@@ -2362,16 +2372,21 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 	uint32_t errs[ASTC_ENC_SHORTLIST];
 	/* with one candidate kept and no refinement rounds, encoding it again would give the
 	 * same encoding and error: it is kept from the first encoding instead, in the buffer
-	 * it was encoded into (cand and kept trade buffers), and whether it is the best
-	 * encoding so far is noted (kept_best) rather than copied to *best at once: copies of
-	 * an astc_symbolic are a GPU thread's local memory */
+	 * it was encoded into (cand and kept trade buffers) */
 	astc_symbolic bufs[2];
 	astc_symbolic *cand = &bufs[0], *kept = &bufs[1];
-	int reuse = keep == 1 && ef->iterations == 0, kept_best = 0;
+	int reuse = keep == 1 && ef->iterations == 0;
 	/* with refinement rounds, each entry's first iteration is kept (firsts[slot[t]]) and its
 	 * refinement goes on from there; `spare`: the slot no entry holds */
 	astc_enc_first firsts[ASTC_ENC_SHORTLIST + 1];
 	int slot[ASTC_ENC_SHORTLIST], spare = 0, resume = ef->iterations > 0;
+	/* Where the ranking's encodings are kept (reused, or resumed), one that comes closer
+	 * than *best is not copied there: an encoding that improves *best goes to the head of
+	 * the list (its error is below every entry's) and stays there until a closer one
+	 * replaces it, and the head's final encoding (polished, refined: never farther) is
+	 * copied once below. kept_best: the head is the best encoding so far. Copies of an
+	 * astc_symbolic are a GPU thread's local memory. */
+	int kept_best = 0;
 	int modes[ASTC_ENC_MAX_CAND];
 	float merrs[ASTC_ENC_MAX_CAND];
 	/* the ranking's error only adds to the residual in astc_enc_hopeless (it is a sum of
@@ -2392,13 +2407,17 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 		int m = modes[c] / ASTC_ENC_KINDS;
 		uint32_t limit = have == keep ? errs[have - 1] : UINT32_MAX;
 		int kind = modes[c] % ASTC_ENC_KINDS;
+		/* with refinement rounds the first iteration is made in the free slot itself */
+		astc_symbolic *into = resume ? &firsts[spare].s : cand;
 		uint32_t e = astc_enc_try_mode(ctx, blk, fit, line_ep, &ctx->modes[m], seed, 0, ef->grid_steps, limit, kind,
-					       cand, &memo, &gc, resume ? &firsts[spare] : 0);
+					       into, &memo, &gc, resume ? &firsts[spare] : 0);
 		int improved = e < *best_err;
 		if (improved) {
 			*best_err = e;
-			if (!reuse)
-				astc_symbolic_copy(best, cand);
+			if (reuse || resume)
+				kept_best = 1;
+			else
+				astc_symbolic_copy(best, into);
 		}
 		int at = have;
 		while (at > 0 && errs[at - 1] > e)
@@ -2425,20 +2444,18 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 			astc_symbolic *t = kept;
 			kept = cand;
 			cand = t;
-			kept_best = improved;
 		}
 	}
 	KILN_ROLLED for (int t = 0; t < have; t++) {
 		const astc_enc_mode *md = &ctx->modes[list[t]];
 		uint32_t e;
-		/* reused: the encoding is the best so far where the ranking loop found it so (the
-		 * copy it left to here, made once below: the polish changes the encoding only
-		 * where it lowers its error) */
-		int better = 0;
+		/* the head's encoding is the best so far where the ranking found it so (the copy
+		 * it left to here; its mode encoded there, so it encodes here: e is below
+		 * UINT32_MAX) */
+		int better = t == 0 && kept_best;
 		if (reuse) {
 			e = errs[t];
 			cand = kept;
-			better = kept_best;
 		} else {
 			e = astc_enc_try_mode(ctx, blk, fit, line_ep, md, seed, ef->iterations, ef->grid_steps, UINT32_MAX,
 					      kinds[t], cand, &memo, &gc, resume ? &firsts[slot[t]] : 0);

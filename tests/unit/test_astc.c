@@ -782,6 +782,72 @@ static int full16_differs(const astc_enc_ctx *ctx, const astc_enc_block *blk, co
 	return ea != eb || memcmp(pa, pb, 16) != 0;
 }
 
+/* astc_enc_try_mode's refinement rounds are made in turn in its output and in a buffer of
+ * its own, the last in its output, and a round that would overwrite the closest encoding
+ * so far first moves it into the first iteration's (astc_enc.h): for 1 to 3 rounds after a
+ * first iteration, on the blocks of a Kodak crop with an alpha mask at 6x6 over a sample of
+ * the footprint's modes and every endpoint kind, the error it returns must be the error of
+ * the encoding it leaves, decoded, and at most the first iteration's. */
+Test(astc_encode, refinement_rounds_leave_their_closest_encoding, .timeout = 120)
+{
+	const astc_enc_ctx *ctx = astc_enc_context(kiln_astc_footprint_index(6, 6));
+	cr_assert_not_null(ctx);
+	kiln_image img;
+	astc_test_kodak_crop("kodim23.png", 200, 120, 36, 36, 1, &img);
+	kiln_surface surf = {img.pixels, img.width, img.height, (uint32_t)img.stride, img.has_alpha};
+	int checked = 0, closer = 0;
+	for (uint32_t b = 0; b < 36; b++) {
+		astc_enc_block blk;
+		astc_enc_load(&surf, b % 6, b / 6, 6, 6, (int)(b & 1), &blk);
+		if (astc_enc_constant(&blk))
+			continue;
+		astc_enc_fit line;
+		astc_enc_block_line(&blk, &line);
+		int line_ep[4][2][4];
+		astc_enc_line_endpoints(&blk, &line, line_ep);
+		for (int m = (int)b % 7; m < ctx->mode_count; m += 23) {
+			if (ctx->modes[m].dual)
+				continue;
+			for (int kind = 0; kind < ASTC_ENC_KINDS; kind++) {
+				astc_enc_grid_memo memo;
+				astc_enc_grid_cache gc;
+				memo.grid = -1;
+				for (int c = 0; c < ASTC_ENC_GRID_CACHE; c++)
+					gc.key[c] = -1;
+				astc_enc_first first;
+				uint32_t e0 = astc_enc_try_mode(ctx, &blk, &line, line_ep, &ctx->modes[m], 0, 0, 2, UINT32_MAX,
+								kind, &first.s, &memo, &gc, &first);
+				if (e0 == UINT32_MAX)
+					continue;
+				for (int rounds = 1; rounds <= 3; rounds++) {
+					astc_enc_first from = first;
+					astc_symbolic s;
+					memset(&s, 0, sizeof s);
+					uint32_t e = astc_enc_try_mode(ctx, &blk, &line, line_ep, &ctx->modes[m], 0, rounds, 2,
+								       UINT32_MAX, kind, &s, &memo, &gc, &from);
+					uint8_t out[ASTC_MAX_TEXELS * 4];
+					astc_decode_symbolic(&s, 6, 6, blk.srgb, out);
+					uint32_t sse = 0;
+					for (int i = 0; i < blk.n; i++)
+						for (int k = 0; k < 4; k++) {
+							int d = (int)out[4 * i + k] - (int)blk.px[i][k];
+							sse += (uint32_t)(d * d);
+						}
+					cr_expect_eq(e, sse, "block %u mode %d kind %d, %d rounds: %u returned, %u decoded", b, m,
+						     kind, rounds, e, sse);
+					cr_expect_leq(e, e0);
+					closer += e < e0;
+					checked++;
+				}
+			}
+		}
+	}
+	kiln_image_free(&img);
+	cr_expect_gt(checked, 500);
+	/* the rounds must come closer somewhere, or the test would not reach their buffers */
+	cr_expect_gt(closer, checked / 10, "%d of %d closer", closer, checked);
+}
+
 /* The line of a 4x4 block (astc_enc_block_line16, written for 16 texels) must be the
  * general line fit's to the bit, on Kodak crops and random blocks. */
 Test(astc_encode, line_fit_at_4x4_is_the_general_fit, .timeout = 60)
