@@ -459,11 +459,15 @@ KILN_HD void astc_set4_bc(int *e, int r, int g, int b, int a)
 KILN_HD int astc_decode_endpoints(int cem, const uint8_t *vin, int *e0, int *e1)
 {
 	/* the modes with bit transfer (odd CEMs) work on a copy of their values; the others
-	 * read them where they are */
+	 * read them where they are. The copy's loop runs to 8 (the values past the mode's
+	 * left 0) so that a GPU keeps v in registers: indexed at run time, it was an array in
+	 * local memory. */
 	int v[8];
-	if (cem & 1)
-		KILN_ROLLED for (int i = 0; i < astc_cem_values(cem); i++)
-			v[i] = vin[i];
+	if (cem & 1) {
+		int n = astc_cem_values(cem);
+		for (int i = 0; i < 8; i++)
+			v[i] = i < n ? vin[i] : 0;
+	}
 	switch (cem) {
 	case 0:
 		astc_set4(e0, vin[0], vin[0], vin[0], 255);

@@ -894,16 +894,37 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const
 	return (uint32_t)(total + 0.5f);
 }
 
-/* Decoded endpoints (0..255) of partition p from s. */
-ASTC_ENC_OUTLINE void astc_enc_decoded_endpoints(const astc_symbolic *s, int p, int *e0, int *e1)
+/* Decoded endpoints (0..255) of partition p from s, packed: channel k of endpoint 0 in
+ * byte k, of endpoint 1 in byte 4 + k. An out-of-line call on the GPU returns them in
+ * registers; written through pointers into the caller's arrays (and with the values in
+ * an array indexed at run time), they were 16% of the kernel's local-memory stores at
+ * medium 4x4 (ncu, docs/PERFORMANCE.md, session 29). */
+ASTC_ENC_OUTLINE uint64_t astc_enc_decoded_packed(const astc_symbolic *s, int p)
 {
 	int pos = 0;
 	KILN_ROLLED for (int q = 0; q < p; q++)
 		pos += astc_cem_values(s->cem[q]);
+	int nv = astc_cem_values(s->cem[p]);
+	/* (a loop to 8, the values past the mode's 0: registers) */
 	uint8_t v[8];
-	KILN_ROLLED for (int i = 0; i < astc_cem_values(s->cem[p]); i++)
-		v[i] = astc_color_unquant[s->crange][s->colors[pos + i]];
+	for (int i = 0; i < 8; i++)
+		v[i] = i < nv ? astc_color_unquant[s->crange][s->colors[pos + i]] : 0;
+	int e0[4] = {0, 0, 0, 0}, e1[4] = {0, 0, 0, 0};
 	astc_decode_endpoints(s->cem[p], v, e0, e1);
+	uint64_t d = 0;
+	for (int k = 0; k < 4; k++)
+		d |= (uint64_t)(uint32_t)e0[k] << (8 * k) | (uint64_t)(uint32_t)e1[k] << (32 + 8 * k);
+	return d;
+}
+
+/* Decoded endpoints (0..255) of partition p from s. */
+KILN_HD void astc_enc_decoded_endpoints(const astc_symbolic *s, int p, int *e0, int *e1)
+{
+	uint64_t d = astc_enc_decoded_packed(s, p);
+	for (int k = 0; k < 4; k++) {
+		e0[k] = (int)(d >> (8 * k) & 255u);
+		e1[k] = (int)(d >> (32 + 8 * k) & 255u);
+	}
 }
 
 /* Texel weights 0..1 -> grid weights 0..64 through the transpose of the infill: each grid
