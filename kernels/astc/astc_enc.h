@@ -834,55 +834,55 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 
 /* The squared distance of a partitioning's texels from the best line of each partition
  * (the sum of astc_enc_line_fit's residuals but for their rounding), from the texels'
- * sums and sums of products per partition in one pass: each partition's covariance, and
- * its variance off the principal axis (the trace less the Rayleigh quotient of the axis
- * found as there). Where that reaches cut, what it returns is only at or above cut and no
- * more than the whole (astc_enc_seed_score). */
+ * sums and sums of products per partition: each partition's covariance, and its variance
+ * off the principal axis (the trace less the Rayleigh quotient of the axis found as
+ * there). Where that reaches cut, what it returns is only at or above cut and no more
+ * than the whole (astc_enc_seed_score). */
 ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const astc_enc_fit *fit, uint32_t cut)
 {
-	int32_t cnt[4] = {0, 0, 0, 0}, sum[4][4] = {{0}}, prod[4][10] = {{0}};
-	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-		const uint8_t *x = blk->px[i];
-		int p = fit->part[i];
-		int32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
-		cnt[p]++;
-		sum[p][0] += x0;
-		sum[p][1] += x1;
-		sum[p][2] += x2;
-		sum[p][3] += x3;
-		int32_t *q = prod[p];
-		q[0] += x0 * x0;
-		q[1] += x0 * x1;
-		q[2] += x0 * x2;
-		q[3] += x0 * x3;
-		q[4] += x1 * x1;
-		q[5] += x1 * x2;
-		q[6] += x1 * x3;
-		q[7] += x2 * x2;
-		q[8] += x2 * x3;
-		q[9] += x3 * x3;
-	}
-	/* every partition's covariance times the texel count, exact in 64 bits (zero for an
-	 * empty partition, which is left out below) */
-	float cov[4][4][4];
+	/* partition by partition, a pass over the texels each: the residual only grows with
+	 * each (non-negative terms, and float addition and the rounding below are monotonic),
+	 * so the partitions left once it reaches cut are not worked out. A partition's sums
+	 * are scalars (registers on the GPU): in arrays indexed by each texel's partition, one
+	 * pass for all, they were 14% of the kernel's local-memory store sectors at medium 4x4
+	 * (ncu, docs/PERFORMANCE.md, session 29). */
+	float total = 0.0f;
 	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
+		int32_t cnt = 0, sum[4] = {0, 0, 0, 0}, prod[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+			if (fit->part[i] != p)
+				continue;
+			const uint8_t *x = blk->px[i];
+			int32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
+			cnt++;
+			sum[0] += x0;
+			sum[1] += x1;
+			sum[2] += x2;
+			sum[3] += x3;
+			prod[0] += x0 * x0;
+			prod[1] += x0 * x1;
+			prod[2] += x0 * x2;
+			prod[3] += x0 * x3;
+			prod[4] += x1 * x1;
+			prod[5] += x1 * x2;
+			prod[6] += x1 * x3;
+			prod[7] += x2 * x2;
+			prod[8] += x2 * x3;
+			prod[9] += x3 * x3;
+		}
+		/* an empty partition is left out */
+		if (cnt == 0)
+			continue;
+		/* the covariance times the texel count, exact in 64 bits */
+		float c[4][4];
 		int at = 0;
 		for (int a = 0; a < 4; a++)
 			for (int b = a; b < 4; b++, at++) {
-				int64_t c = (int64_t)cnt[p] * prod[p][at] - (int64_t)sum[p][a] * sum[p][b];
-				cov[p][a][b] = cov[p][b][a] = cnt[p] ? (float)c / (float)cnt[p] : 0.0f;
+				int64_t m = (int64_t)cnt * prod[at] - (int64_t)sum[a] * sum[b];
+				c[a][b] = c[b][a] = (float)m / (float)cnt;
 			}
-	}
-	/* partition by partition: the residual only grows with each (non-negative terms, and
-	 * float addition and the rounding below are monotonic), so the partitions left once
-	 * it reaches cut are not worked out */
-	float total = 0.0f;
-	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
-		if (cnt[p] == 0)
-			continue;
-		const float(*c)[4] = cov[p];
 		float u[4];
-		astc_enc_principal_axis(c, u);
+		astc_enc_principal_axis((const float(*)[4])c, u);
 		float vv = u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3], vcv = 0.0f;
 		for (int a = 0; a < 4; a++)
 			vcv += u[a] * (c[a][0] * u[0] + c[a][1] * u[1] + c[a][2] * u[2] + c[a][3] * u[3]);
