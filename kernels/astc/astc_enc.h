@@ -1620,57 +1620,41 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 	return best;
 }
 
-/* A partition's decoded values at the weights a texel can have (every weight 0..64, or on
- * a full grid only the levels of weight range wr: without infill a texel's weight is one
- * of them; the other entries are left unset), channel k in byte k of the weight's word:
- * one load gives a texel's four channels at one weight (a table per channel took four,
- * each a gather of local memory on the GPU, where the polish's were a third of the
- * kernel's local loads: docs/PERFORMANCE.md, session 29). */
-typedef uint32_t astc_enc_lut_t[65];
-
-/* Channel k of lut between endpoints e0 and e1 (the other channels kept). */
-KILN_HD void astc_enc_lut_channel(int e0, int e1, int srgb, int full, int wr, int k, uint32_t *lut)
+/* The decoded value of one channel between endpoints e0 and e1 at the weights a texel can
+ * have: every weight 0..64, or on a full grid only the levels of weight range wr (without
+ * infill a texel's weight is one of them; the other entries are left unset). */
+KILN_HD void astc_enc_lut_channel(int e0, int e1, int srgb, int full, int wr, uint8_t *lut)
 {
 	int count = full ? astc_ranges[wr].levels : 65, base = astc_enc_base(e0, srgb), slope = astc_enc_slope(e0, e1, srgb);
 	KILN_ROLLED for (int t = 0; t < count; t++) {
 		int w = full ? astc_weight_unquant[wr][t] : t;
-		lut[w] = (lut[w] & ~(255u << (8 * k))) | (uint32_t)astc_enc_decode_at(base, slope, w, srgb) << (8 * k);
+		lut[w] = (uint8_t)astc_enc_decode_at(base, slope, w, srgb);
 	}
 }
 
-/* lut between decoded endpoints e[0] and e[1], every channel. */
-ASTC_ENC_OUTLINE void astc_enc_lut(const int e[2][4], int srgb, int full, int wr, uint32_t *lut)
+/* The decoded value of every channel between decoded endpoints e[0] and e[1]
+ * (astc_enc_lut_channel). */
+ASTC_ENC_OUTLINE void astc_enc_lut(const int e[2][4], int srgb, int full, int wr, uint8_t lut[4][65])
 {
-	int count = full ? astc_ranges[wr].levels : 65, base[4], slope[4];
-	for (int k = 0; k < 4; k++) {
-		base[k] = astc_enc_base(e[0][k], srgb);
-		slope[k] = astc_enc_slope(e[0][k], e[1][k], srgb);
-	}
-	KILN_ROLLED for (int t = 0; t < count; t++) {
-		int w = full ? astc_weight_unquant[wr][t] : t;
-		lut[w] = (uint32_t)astc_enc_decode_at(base[0], slope[0], w, srgb) |
-			 (uint32_t)astc_enc_decode_at(base[1], slope[1], w, srgb) << 8 |
-			 (uint32_t)astc_enc_decode_at(base[2], slope[2], w, srgb) << 16 |
-			 (uint32_t)astc_enc_decode_at(base[3], slope[3], w, srgb) << 24;
-	}
+	for (int k = 0; k < 4; k++)
+		astc_enc_lut_channel(e[0][k], e[1][k], srgb, full, wr, lut[k]);
 }
 
-/* Texel i's decoded minus original value in each channel under the table of its
- * partition (plane 2 for channel ccs; ccs 4: one plane, w1 unread). */
-KILN_HD void astc_enc_texel_diffs(const astc_enc_block *blk, int i, const uint32_t *lut, int w0, int w1, int ccs,
-				  int d[4])
+/* Texel i's decoded minus original value in each channel under the tables of its
+ * partition (plane 2 for channel ccs). */
+KILN_HD void astc_enc_texel_diffs(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0, int w1,
+				  int ccs, int d[4])
 {
 	const uint8_t *x = blk->px[i];
-	uint32_t a = lut[w0], b = ccs < 4 ? lut[w1] : a;
 	/* written out: a loop of 4 is not unrolled at -O2 */
-	d[0] = (int)((ccs == 0 ? b : a) & 255u) - (int)x[0];
-	d[1] = (int)((ccs == 1 ? b : a) >> 8 & 255u) - (int)x[1];
-	d[2] = (int)((ccs == 2 ? b : a) >> 16 & 255u) - (int)x[2];
-	d[3] = (int)((ccs == 3 ? b : a) >> 24) - (int)x[3];
+	d[0] = (int)lut[0][ccs == 0 ? w1 : w0] - (int)x[0];
+	d[1] = (int)lut[1][ccs == 1 ? w1 : w0] - (int)x[1];
+	d[2] = (int)lut[2][ccs == 2 ? w1 : w0] - (int)x[2];
+	d[3] = (int)lut[3][ccs == 3 ? w1 : w0] - (int)x[3];
 }
 
 /* Squared error of texel i under the tables of its partition. */
-KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint32_t *lut, int w0,
+KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0,
 				    int w1, int ccs)
 {
 	int d[4];
@@ -1681,7 +1665,7 @@ KILN_HD uint32_t astc_enc_texel_err(const astc_enc_block *blk, int i, const uint
 /* Adds sign times the squared error of each channel of texel i under the tables of its
  * partition to cerr; returns the texel's squared error (astc_enc_texel_err: its callers
  * that also want that error compute the differences once). */
-KILN_HD uint32_t astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint32_t *lut, int w0, int w1,
+KILN_HD uint32_t astc_enc_channel_errs(const astc_enc_block *blk, int i, const uint8_t lut[4][65], int w0, int w1,
 				       int ccs, int sign, int32_t *cerr)
 {
 	int d[4];
@@ -1728,7 +1712,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 {
 	uint8_t W[2][ASTC_MAX_TEXELS];
 	uint16_t sums[2][ASTC_MAX_TEXELS];
-	astc_enc_lut_t lut[4];
+	uint8_t lut[4][4][65];
 	uint32_t terr[ASTC_MAX_TEXELS];
 	int32_t cerr[4][4] = {{0}}; /* the error of each partition per channel */
 	int cur[4][2][4]; /* the decoded endpoints of each partition, as in lut */
@@ -1859,7 +1843,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 							cur[p][0][k] = ne[0][k];
 							cur[p][1][k] = ne[1][k];
 							if ((ch >> k) & 1) {
-								astc_enc_lut_channel(ne[0][k], ne[1][k], blk->srgb, g->full, wr, k, lut[p]);
+								astc_enc_lut_channel(ne[0][k], ne[1][k], blk->srgb, g->full, wr, lut[p][k]);
 								cerr[p][k] = nerr[k];
 							}
 						}
