@@ -832,13 +832,31 @@ KILN_HD void astc_enc_fit_lines(const astc_enc_block *blk, astc_enc_fit *fit)
 	astc_enc_line_fit(blk, fit, 1);
 }
 
+/* Texel i's partition in a seed's pattern: bit i of plane0, plus twice bit i of plane1 for
+ * 3 and 4 partitions (NULL for 2; astc_enc_ctx.part2, part34). */
+KILN_HD int astc_enc_pattern_part(const uint64_t *plane0, const uint64_t *plane1, int i)
+{
+	int p = (int)(plane0[i >> 6] >> (i & 63) & 1u);
+	return plane1 ? p | (int)(plane1[i >> 6] >> (i & 63) & 1u) << 1 : p;
+}
+
+/* f->part from a seed's pattern (astc_enc_pattern_part). */
+KILN_HD void astc_enc_set_pattern(astc_enc_fit *f, int n, const uint64_t *plane0, const uint64_t *plane1)
+{
+	KILN_ROLLED for (int i = 0; i < n; i++)
+		f->part[i] = (uint8_t)astc_enc_pattern_part(plane0, plane1, i);
+}
+
 /* The squared distance of a partitioning's texels from the best line of each partition
  * (the sum of astc_enc_line_fit's residuals but for their rounding), from the texels'
  * sums and sums of products per partition: each partition's covariance, and its variance
  * off the principal axis (the trace less the Rayleigh quotient of the axis found as
  * there). Where that reaches cut, what it returns is only at or above cut and no more
- * than the whole (astc_enc_seed_score). */
-ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const astc_enc_fit *fit, uint32_t cut)
+ * than the whole (astc_enc_seed_score). The partitioning is a seed's pattern
+ * (astc_enc_pattern_part), read where the context holds it: a fit's partition per texel,
+ * written for every seed scored, was local memory on the GPU. */
+ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, int parts, const uint64_t *plane0,
+						const uint64_t *plane1, uint32_t cut)
 {
 	/* partition by partition, a pass over the texels each: the residual only grows with
 	 * each (non-negative terms, and float addition and the rounding below are monotonic),
@@ -847,10 +865,10 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_moment_resid(const astc_enc_block *blk, const
 	 * pass for all, they were 14% of the kernel's local-memory store sectors at medium 4x4
 	 * (ncu, docs/PERFORMANCE.md, session 29). */
 	float total = 0.0f;
-	KILN_ROLLED for (int p = 0; p < fit->parts; p++) {
+	KILN_ROLLED for (int p = 0; p < parts; p++) {
 		int32_t cnt = 0, sum[4] = {0, 0, 0, 0}, prod[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
-			if (fit->part[i] != p)
+			if (astc_enc_pattern_part(plane0, plane1, i) != p)
 				continue;
 			const uint8_t *x = blk->px[i];
 			int32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
@@ -2494,30 +2512,33 @@ ASTC_ENC_OUTLINE void astc_enc_search(const astc_enc_ctx *ctx, const astc_enc_bl
 	}
 }
 
-/* The residual off the lines of a fit's partitioning (f->part, f->parts), which ranks the
- * seeds of a partition count: from the texels' moments at moment_score (only at or above
- * cut where it reaches it), else from line fits. */
+/* The residual off the lines of a seed's partitioning (its pattern's planes, as
+ * astc_enc_pattern_part reads them, into f->parts partitions), which ranks the seeds of a
+ * partition count: from the texels' moments at moment_score (only at or above cut where
+ * it reaches it), else from line fits (f's partitions then set from the pattern). */
 KILN_HD uint32_t astc_enc_partitioning_score(const astc_enc_effort *ef, const astc_enc_block *blk, astc_enc_fit *f,
-					     uint32_t cut)
+					     const uint64_t *plane0, const uint64_t *plane1, uint32_t cut)
 {
 	if (ef->moment_score)
-		return astc_enc_moment_resid(blk, f, cut);
+		return astc_enc_moment_resid(blk, f->parts, plane0, plane1, cut);
+	astc_enc_set_pattern(f, blk->n, plane0, plane1);
 	astc_enc_line_fit(blk, f, 0);
 	return f->resid[0] + f->resid[1] + f->resid[2] + f->resid[3];
 }
 
-/* The score of a seed's partitioning f (astc_enc_partitioning_score) of which
- * astc_enc_select picks the `full` lowest, the seeds scored in order; low holds the
- * *nlow (at most full) lowest scores before it, sorted. A score at or above the full-th
+/* The score of a seed's partitioning (its pattern's planes into f->parts partitions;
+ * astc_enc_partitioning_score) of which astc_enc_select picks the `full` lowest, the seeds
+ * scored in order; low holds the *nlow (at most full) lowest scores before it, sorted. A score at or above the full-th
  * of those is not picked, whatever it is exactly (those seeds come first at equal scores),
  * and the score is left partial there, at or above it: it keeps the seed out as the
  * whole would, and those scored after it are picked as they would be (below the partial
  * score it ranks as it would; at or above it, they are out, behind the same `full`). */
-KILN_HD uint32_t astc_enc_seed_score(const astc_enc_effort *ef, const astc_enc_block *blk, astc_enc_fit *f, int full,
-				     uint32_t *low, int *nlow)
+KILN_HD uint32_t astc_enc_seed_score(const astc_enc_effort *ef, const astc_enc_block *blk, astc_enc_fit *f,
+				     const uint64_t *plane0, const uint64_t *plane1, int full, uint32_t *low, int *nlow)
 {
 	int use = full > 0 && full <= ASTC_ENC_MAX_CUT;
-	uint32_t sc = astc_enc_partitioning_score(ef, blk, f, use && *nlow == full ? low[full - 1] : UINT32_MAX);
+	uint32_t sc = astc_enc_partitioning_score(ef, blk, f, plane0, plane1,
+						  use && *nlow == full ? low[full - 1] : UINT32_MAX);
 	if (use && (*nlow < full || sc < low[full - 1])) {
 		int at = *nlow < full ? (*nlow)++ : full - 1;
 		KILN_ROLLED for (; at > 0 && low[at - 1] > sc; at--)
@@ -2555,17 +2576,11 @@ ASTC_ENC_OUTLINE void astc_enc_search_parts(const astc_enc_ctx *ctx, const astc_
 	f->parts = k;
 	f->ccs = 4;
 	const uint64_t(*pl)[ASTC_ENC_SEEDS][2][3] = &ctx->part34[k - 3];
-	KILN_ROLLED for (int t = 0; t < have; t++) {
-		KILN_ROLLED for (int i = 0; i < n; i++)
-			f->part[i] = (uint8_t)(((*pl)[seeds[t]][0][i >> 6] >> (i & 63) & 1u) |
-					      (((*pl)[seeds[t]][1][i >> 6] >> (i & 63) & 1u) << 1));
-		scores[t] = astc_enc_seed_score(ef, blk, f, full, low, &nlow);
-	}
+	KILN_ROLLED for (int t = 0; t < have; t++)
+		scores[t] = astc_enc_seed_score(ef, blk, f, (*pl)[seeds[t]][0], (*pl)[seeds[t]][1], full, low, &nlow);
 	KILN_ROLLED for (int j = 0; j < full && j < have && *best_err > 0; j++) {
 		int sd = astc_enc_select(seeds, scores, have, j);
-		KILN_ROLLED for (int i = 0; i < n; i++)
-			f->part[i] = (uint8_t)(((*pl)[sd][0][i >> 6] >> (i & 63) & 1u) |
-					      (((*pl)[sd][1][i >> 6] >> (i & 63) & 1u) << 1));
+		astc_enc_set_pattern(f, n, (*pl)[sd][0], (*pl)[sd][1]);
 		astc_enc_fit_lines(blk, f);
 		astc_enc_search(ctx, blk, f, sd, ef, best, best_err);
 	}
@@ -3140,24 +3155,19 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 			astc_enc_fit *f2 = &alt;
 			f2->parts = 2;
 			f2->ccs = 4;
-			KILN_ROLLED for (int t = 0; t < have; t++) {
-				KILN_ROLLED for (int i = 0; i < n; i++)
-					f2->part[i] = (uint8_t)((ctx->part2[seeds[t]][i >> 6] >> (i & 63)) & 1u);
-				scores[t] = astc_enc_seed_score(ef, blk, f2, full, low, &nlow);
-			}
+			KILN_ROLLED for (int t = 0; t < have; t++)
+				scores[t] = astc_enc_seed_score(ef, blk, f2, ctx->part2[seeds[t]], NULL, full, low, &nlow);
 			/* stable selection of the `full` lowest residuals */
 			KILN_ROLLED for (int k = 0; k < full && k < have; k++) {
 				int sd = astc_enc_select(seeds, scores, have, k);
-				KILN_ROLLED for (int i = 0; i < n; i++)
-					f2->part[i] = (uint8_t)((ctx->part2[sd][i >> 6] >> (i & 63)) & 1u);
+				astc_enc_set_pattern(f2, n, ctx->part2[sd], NULL);
 				astc_enc_fit_lines(blk, f2);
 				astc_enc_search(ctx, blk, f2, sd, ef, best, best_err);
 			}
 			/* the best-fitting seed with a second weight plane for the channel farthest
 			 * from its lines */
 			if (ef->dual2 && have > 0 && *best_err > gate) {
-				KILN_ROLLED for (int i = 0; i < n; i++)
-					f2->part[i] = (uint8_t)((ctx->part2[seeds[0]][i >> 6] >> (i & 63)) & 1u);
+				astc_enc_set_pattern(f2, n, ctx->part2[seeds[0]], NULL);
 				astc_enc_fit_lines(blk, f2);
 				int far = 0;
 				for (int c = 1; c < 4; c++)
