@@ -580,7 +580,7 @@ enum { ASTC_KIND_ERROR = 0, ASTC_KIND_VOID = 1, ASTC_KIND_NORMAL = 2 };
  * and what the unpacker gives the texel decoder. Weights are codes of wrange in grid
  * raster order, plane 1 (dual plane) right after plane 0's grid: the 64 a block can hold
  * in all, as the specification bounds them, so that a copy moves no second 64-byte plane
- * that most blocks leave unused (medium 4x4 on an H100 3.4% faster than with weights[2][64],
+ * that most blocks leave unused (medium 4x4 on an H100 2.7% faster than with weights[2][64],
  * docs/PERFORMANCE.md); colour values are codes of crange. */
 typedef struct astc_symbolic {
 	KILN_ALIGN16 uint8_t kind; /* 16-byte aligned for astc_symbolic_copy */
