@@ -923,7 +923,7 @@ ASTC_ENC_OUTLINE uint64_t astc_enc_decoded_packed(const astc_symbolic *s, int p)
 	KILN_ROLLED for (int q = 0; q < p; q++)
 		pos += astc_cem_values(s->cem[q]);
 	int nv = astc_cem_values(s->cem[p]);
-	/* (a loop to 8, the values past the mode's 0: registers) */
+	/* read in a loop to 8 (the values past the mode's set to 0), so that v is registers */
 	uint8_t v[8];
 	for (int i = 0; i < 8; i++)
 		v[i] = i < nv ? astc_color_unquant[s->crange][s->colors[pos + i]] : 0;
@@ -2528,11 +2528,12 @@ KILN_HD uint32_t astc_enc_partitioning_score(const astc_enc_effort *ef, const as
 
 /* The score of a seed's partitioning (its pattern's planes into f->parts partitions;
  * astc_enc_partitioning_score) of which astc_enc_select picks the `full` lowest, the seeds
- * scored in order; low holds the *nlow (at most full) lowest scores before it, sorted. A score at or above the full-th
- * of those is not picked, whatever it is exactly (those seeds come first at equal scores),
- * and the score is left partial there, at or above it: it keeps the seed out as the
- * whole would, and those scored after it are picked as they would be (below the partial
- * score it ranks as it would; at or above it, they are out, behind the same `full`). */
+ * scored in order; low holds the *nlow (at most full) lowest scores before it, sorted. A
+ * score at or above the full-th of those is not picked, whatever it is exactly (those
+ * seeds come first at equal scores), and the score is left partial there, at or above it:
+ * it keeps the seed out as the whole would, and those scored after it are picked as they
+ * would be (below the partial score it ranks as it would; at or above it, they are out,
+ * behind the same `full`). */
 KILN_HD uint32_t astc_enc_seed_score(const astc_enc_effort *ef, const astc_enc_block *blk, astc_enc_fit *f,
 				     const uint64_t *plane0, const uint64_t *plane1, int full, uint32_t *low, int *nlow)
 {
