@@ -1639,15 +1639,15 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_try_mode(const astc_enc_ctx *ctx, const astc_
 }
 
 /* The decoded value of one channel between endpoints e0 and e1 at the weights a texel can
- * have: every weight 0..64, or on a full grid only the levels of weight range wr (without
- * infill a texel's weight is one of them; the other entries are left unset). */
+ * have: at every weight 0..64, or on a full grid at the codes of weight range wr (without
+ * infill a texel's weight is one of its levels): a table of at most 32 entries, whose
+ * lookups on the GPU touch half the lines of local memory that one indexed by weight did
+ * (a thread's words interleave across the warp: a byte table spans a line a 4 bytes). */
 KILN_HD void astc_enc_lut_channel(int e0, int e1, int srgb, int full, int wr, uint8_t *lut)
 {
 	int count = full ? astc_ranges[wr].levels : 65, base = astc_enc_base(e0, srgb), slope = astc_enc_slope(e0, e1, srgb);
-	KILN_ROLLED for (int t = 0; t < count; t++) {
-		int w = full ? astc_weight_unquant[wr][t] : t;
-		lut[w] = (uint8_t)astc_enc_decode_at(base, slope, w, srgb);
-	}
+	KILN_ROLLED for (int t = 0; t < count; t++)
+		lut[t] = (uint8_t)astc_enc_decode_at(base, slope, full ? astc_weight_unquant[wr][t] : t, srgb);
 }
 
 /* The decoded value of every channel between decoded endpoints e[0] and e[1]
@@ -1738,6 +1738,9 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	int ng = s->mode.grid_w * s->mode.grid_h, n = blk->n, parts = s->partitions;
 	/* a single plane's texel weights serve as both planes' (W1 only names them) */
 	uint8_t *W1 = W[dual];
+	/* where the tables are read: each texel's weight, or on a full grid its code (the
+	 * grid's own; astc_enc_lut_channel) */
+	const uint8_t *L0 = g->full ? s->weights : W[0], *L1 = g->full ? s->weights + (dual ? ng : 0) : W1;
 	KILN_ROLLED for (int pl = 0; pl <= dual; pl++) {
 		uint8_t gq[ASTC_MAX_WEIGHTS];
 		/* a full grid's weights are the texels' (no copy through gq) */
@@ -1753,7 +1756,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	}
 	uint32_t total = 0;
 	KILN_ROLLED for (int i = 0; i < n; i++) {
-		terr[i] = astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, 1, cerr[part[i]]);
+		terr[i] = astc_enc_channel_errs(blk, i, lut[part[i]], L0[i], L1[i], ccs, 1, cerr[part[i]]);
 		total += terr[i];
 	}
 	err = total;
@@ -1783,12 +1786,13 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 				int32_t delta0 = 0, delta1 = 0;
 				KILN_ROLLED for (int e = first; e < end; e++) {
 					int i = g->full ? e : g->ttex[e];
-					int w0 = astc_enc_moved_weight(g, sums[pl], e, b0, step0);
-					int w1 = astc_enc_moved_weight(g, sums[pl], e, b1, step1);
+					/* the tables at each move (a full grid's at its codes) */
+					int w0 = g->full ? nc0 : astc_enc_moved_weight(g, sums[pl], e, b0, step0);
+					int w1 = g->full ? nc1 : astc_enc_moved_weight(g, sums[pl], e, b1, step1);
 					/* one plane: every channel at w (constants the compiler folds) */
-					uint32_t te0 = dual ? astc_enc_texel_err(blk, i, lut[part[i]], pl == 0 ? w0 : W[0][i], pl == 1 ? w0 : W1[i], ccs)
+					uint32_t te0 = dual ? astc_enc_texel_err(blk, i, lut[part[i]], pl == 0 ? w0 : L0[i], pl == 1 ? w0 : L1[i], ccs)
 							    : astc_enc_texel_err(blk, i, lut[part[i]], w0, w0, 4);
-					uint32_t te1 = dual ? astc_enc_texel_err(blk, i, lut[part[i]], pl == 0 ? w1 : W[0][i], pl == 1 ? w1 : W1[i], ccs)
+					uint32_t te1 = dual ? astc_enc_texel_err(blk, i, lut[part[i]], pl == 0 ? w1 : L0[i], pl == 1 ? w1 : L1[i], ccs)
 							    : astc_enc_texel_err(blk, i, lut[part[i]], w1, w1, 4);
 					delta0 += (int32_t)te0 - (int32_t)terr[i];
 					delta1 += (int32_t)te1 - (int32_t)terr[i];
@@ -1799,11 +1803,14 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					s->weights[pl * ng + j] = dir ? nc1 : nc0;
 					KILN_ROLLED for (int e = first; e < end; e++) {
 						int i = g->full ? e : g->ttex[e], w = astc_enc_moved_weight(g, sums[pl], e, b, step);
-						astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, -1, cerr[part[i]]);
+						/* the texel's table index before the move (its code moved above) */
+						int was = g->full ? old : W[pl][i];
+						astc_enc_channel_errs(blk, i, lut[part[i]], pl == 0 ? was : L0[i], pl == 1 ? was : L1[i], ccs,
+								      -1, cerr[part[i]]);
 						if (!g->full)
 							sums[pl][i] = (uint16_t)(sums[pl][i] + step * (int)g->tfac[e]);
 						W[pl][i] = (uint8_t)w;
-						terr[i] = astc_enc_channel_errs(blk, i, lut[part[i]], W[0][i], W1[i], ccs, 1, cerr[part[i]]);
+						terr[i] = astc_enc_channel_errs(blk, i, lut[part[i]], L0[i], L1[i], ccs, 1, cerr[part[i]]);
 					}
 					err = (uint32_t)((int64_t)err + (dir ? delta1 : delta0));
 					improved = 1;
@@ -1867,7 +1874,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						}
 						KILN_ROLLED for (int i = 0; i < n; i++)
 							if (part[i] == p)
-								terr[i] = astc_enc_texel_err(blk, i, lut[p], W[0][i], W1[i], ccs);
+								terr[i] = astc_enc_texel_err(blk, i, lut[p], L0[i], L1[i], ccs);
 						err = (uint32_t)((int64_t)err + delta);
 						improved = 1;
 						last = pos;
