@@ -234,7 +234,20 @@ typedef struct astc_enc_effort {
  *    (-0.002, 185): the Kodak crop and the 4-partition patterns of tests/unit/test_astc.c
  *    then got no 3-partition block and 30.9 dB; no ranking correction step (-0.016, 183),
  *    2 partitions above 16 per texel (-0.030, 189 alone), no refinement round (-0.051,
- *    189 alone), the second plane above 8 per texel (-0.084, 188 alone).
+ *    189 alone), the second plane above 8 per texel (-0.084, 188 alone). Then, as its
+ *    later stages had become most of its GPU time (the second plane 29% and 2-4
+ *    partitions 47% of the kernel, with the grid's tails), it gates them as fast does:
+ *    2 partitions only where the residual of all channels off the block's line is above
+ *    8 per texel (p2_rgate), the second plane only where the largest channel residual
+ *    is above a third of the error (dual_rfrac 3). Full Kodak set, 2026-11-24: RGB
+ *    45.116 -> 45.094 dB, RGBA 44.316 -> 44.288; blocks searched for 2-4 partitions -30%,
+ *    for a second plane -29%; on an H100 299.7 -> 360.8 Mpix/s. Each alone (RGB dB,
+ *    that stage's blocks): p2_rgate 8 -0.007, -30% (326 Mpix/s); 12 -0.017, -39%; 16
+ *    -0.029, -43%; the error gate p2_gate 12 instead -0.015, -31%; dual_rfrac 3 -0.014,
+ *    -29%; 2 -0.109, -75%; the residual gate dual_rgate 2 instead -0.034, -30%; the error
+ *    gate dual_gate 4 -0.031, -20%. Not taken on top: p2_rgate 12 (-0.012, 384 Mpix/s: the
+ *    margin kept against astcenc is half the target's 0.10 dB), 5 candidates (-0.011),
+ *    polish_gate 18 (-0.009), pred_cut 14 (-0.007), one polish pass (-0.033).
  * high aims at astcenc -thorough quality; it was +0.15 / +0.02 / -0.09 dB against it at
  * 4x4 / 6x6 / 8x8 (full Kodak, RGB) and 0.08-0.10x its speed per core. It takes medium's
  * ranking weights (est_qw 6, est_cw 10), which at 8x8 put the candidate that ends best
@@ -277,6 +290,8 @@ KILN_HD void astc_enc_effort_of(int quality, int texels, astc_enc_effort *e)
 		e->passes = 2;
 		e->grid_steps = 2;
 		e->pred_cut = 16;
+		e->p2_rgate = 8;
+		e->dual_rfrac = 3;
 	}
 }
 
