@@ -1067,17 +1067,17 @@ static const uint8_t astc_enc_smeared[32] = {0,  1,  3,  3,  7,  7,  7,  7,  15,
  * by the magnitude: 31 from 32768 down to 1 from 2048, a bit for each bit of c above bit
  * 10, so the bits of c >> 11 smeared downwards; a chain of comparisons was branches that
  * the texels' values mispredict); tests/unit/test_astc.c checks that the two agree
- * everywhere. */
+ * everywhere. The GPU takes the mask as 2^(bit length of c >> 11) - 1 (__clz(0) is 32)
+ * and no test for c = 65535: the formula gives 255 there too, and a decoded 16-bit
+ * value is at most 65535 (H100, fast 4x4 +2.3%, medium +1%: docs/PERFORMANCE.md,
+ * session 30); the CPU's test keeps its table read in bounds. */
 KILN_HD int astc_enc_unorm8(uint32_t c)
 {
+#ifdef __CUDA_ARCH__
+	uint32_t m = (1u << (32 - __clz((int)(c >> 11)))) - 1u;
+#else
 	if (c >= 65535u)
 		return 255;
-#ifdef __CUDA_ARCH__
-	uint32_t m = c >> 11;
-	m |= m >> 1;
-	m |= m >> 2;
-	m |= m >> 4;
-#else
 	uint32_t m = astc_enc_smeared[c >> 11];
 #endif
 	return (int)(((c & ~m) * 255u + 32768u) >> 16);
