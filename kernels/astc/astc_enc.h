@@ -1749,7 +1749,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	uint8_t lut[4][4][65];
 	uint32_t terr[ASTC_MAX_TEXELS];
 	int32_t cerr[4][4] = {{0}}; /* the error of each partition per channel */
-	int cur[4][2][4]; /* the decoded endpoints of each partition, as in lut */
+	uint64_t cur[4]; /* the decoded endpoints of each partition, as in lut (astc_enc_decoded_packed) */
 	int dual = s->mode.dual, ccs = dual ? s->ccs : 4, wr = s->mode.wrange;
 	int ng = s->mode.grid_w * s->mode.grid_h, n = blk->n, parts = s->partitions;
 	/* a single plane's texel weights serve as both planes' (W1 only names them) */
@@ -1767,8 +1767,13 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 			astc_enc_infill_sums(g, n, gq, sums[pl], W[pl]);
 	}
 	KILN_ROLLED for (int p = 0; p < parts; p++) {
-		astc_enc_decoded_endpoints(s, p, cur[p][0], cur[p][1]);
-		astc_enc_lut((const int(*)[4])cur[p], blk->srgb, g->full, wr, lut[p]);
+		int e[2][4];
+		cur[p] = astc_enc_decoded_packed(s, p);
+		for (int k = 0; k < 4; k++) {
+			e[0][k] = (int)(cur[p] >> (8 * k) & 255u);
+			e[1][k] = (int)(cur[p] >> (32 + 8 * k) & 255u);
+		}
+		astc_enc_lut((const int(*)[4])e, blk->srgb, g->full, wr, lut[p]);
 	}
 	uint32_t total = 0;
 	KILN_ROLLED for (int i = 0; i < n; i++) {
@@ -1854,11 +1859,13 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					/* the move's error in those channels (now) against their error
 					 * before it (was): the first only grows texel by texel, so the move
 					 * is dropped as soon as it reaches the second */
-					int ne[2][4], ch = 0;
+					/* the decoded endpoints packed (a register; as arrays they
+					 * were local memory), the channels whose values move */
+					int ch = 0;
 					int32_t was = 0, now = 0, nerr[4];
-					astc_enc_decoded_endpoints(s, p, ne[0], ne[1]);
+					uint64_t ne = astc_enc_decoded_packed(s, p), moved = ne ^ cur[p];
 					for (int k = 0; k < 4; k++) {
-						if (ne[0][k] != cur[p][0][k] || ne[1][k] != cur[p][1][k]) {
+						if (((moved >> (8 * k)) | (moved >> (32 + 8 * k))) & 255u) {
 							ch |= 1 << k;
 							was += cerr[p][k];
 						}
@@ -1868,7 +1875,8 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					for (int rem = ch; rem && now < was; rem &= rem - 1) {
 						int k = rem & 1 ? 0 : (rem & 2 ? 1 : (rem & 4 ? 2 : 3));
 						const uint8_t *wk = k == ccs ? W1 : W[0];
-						int base = astc_enc_base(ne[0][k], blk->srgb), slope = astc_enc_slope(ne[0][k], ne[1][k], blk->srgb);
+						int e0 = (int)(ne >> (8 * k) & 255u), e1 = (int)(ne >> (32 + 8 * k) & 255u);
+						int base = astc_enc_base(e0, blk->srgb), slope = astc_enc_slope(e0, e1, blk->srgb);
 						nerr[k] = 0;
 						KILN_ROLLED for (int i = 0; i < n && now < was; i++) {
 							if (parts > 1 && part[i] != p)
@@ -1880,11 +1888,11 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					}
 					int64_t delta = (int64_t)now - was;
 					if (delta < 0) {
+						cur[p] = ne;
 						for (int k = 0; k < 4; k++) {
-							cur[p][0][k] = ne[0][k];
-							cur[p][1][k] = ne[1][k];
 							if ((ch >> k) & 1) {
-								astc_enc_lut_channel(ne[0][k], ne[1][k], blk->srgb, g->full, wr, lut[p][k]);
+								astc_enc_lut_channel((int)(ne >> (8 * k) & 255u), (int)(ne >> (32 + 8 * k) & 255u),
+										     blk->srgb, g->full, wr, lut[p][k]);
 								cerr[p][k] = nerr[k];
 							}
 						}
