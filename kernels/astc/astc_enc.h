@@ -1859,8 +1859,10 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					/* the move's error in those channels (now) against their error
 					 * before it (was): the first only grows texel by texel, so the move
 					 * is dropped as soon as it reaches the second */
-					/* the decoded endpoints packed (a register; as arrays they
-					 * were local memory), the channels whose values move */
+					/* the decoded endpoints packed (a register; as arrays indexed
+					 * by partition they were local memory: H100 medium 4x4 +6%,
+					 * docs/PERFORMANCE.md, session 30), the channels whose
+					 * values move */
 					int ch = 0;
 					int32_t was = 0, now = 0, nerr[4];
 					uint64_t ne = astc_enc_decoded_packed(s, p), moved = ne ^ cur[p];
