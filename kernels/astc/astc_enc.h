@@ -951,12 +951,19 @@ ASTC_ENC_OUTLINE uint64_t astc_enc_decoded_packed(const astc_symbolic *s, int p)
 }
 
 /* Decoded endpoints (0..255) of partition p from s. */
+/* Channel k of endpoint e (0 or 1) of decoded endpoints packed as
+ * astc_enc_decoded_packed returns them. */
+KILN_HD int astc_enc_packed_value(uint64_t d, int e, int k)
+{
+	return (int)(d >> (32 * e + 8 * k) & 255u);
+}
+
 KILN_HD void astc_enc_decoded_endpoints(const astc_symbolic *s, int p, int *e0, int *e1)
 {
 	uint64_t d = astc_enc_decoded_packed(s, p);
 	for (int k = 0; k < 4; k++) {
-		e0[k] = (int)(d >> (8 * k) & 255u);
-		e1[k] = (int)(d >> (32 + 8 * k) & 255u);
+		e0[k] = astc_enc_packed_value(d, 0, k);
+		e1[k] = astc_enc_packed_value(d, 1, k);
 	}
 }
 
@@ -1770,8 +1777,8 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 		int e[2][4];
 		cur[p] = astc_enc_decoded_packed(s, p);
 		for (int k = 0; k < 4; k++) {
-			e[0][k] = (int)(cur[p] >> (8 * k) & 255u);
-			e[1][k] = (int)(cur[p] >> (32 + 8 * k) & 255u);
+			e[0][k] = astc_enc_packed_value(cur[p], 0, k);
+			e[1][k] = astc_enc_packed_value(cur[p], 1, k);
 		}
 		astc_enc_lut((const int(*)[4])e, blk->srgb, g->full, wr, lut[p]);
 	}
@@ -1867,7 +1874,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					int32_t was = 0, now = 0, nerr[4];
 					uint64_t ne = astc_enc_decoded_packed(s, p), moved = ne ^ cur[p];
 					for (int k = 0; k < 4; k++) {
-						if (((moved >> (8 * k)) | (moved >> (32 + 8 * k))) & 255u) {
+						if (astc_enc_packed_value(moved, 0, k) | astc_enc_packed_value(moved, 1, k)) {
 							ch |= 1 << k;
 							was += cerr[p][k];
 						}
@@ -1877,7 +1884,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 					for (int rem = ch; rem && now < was; rem &= rem - 1) {
 						int k = rem & 1 ? 0 : (rem & 2 ? 1 : (rem & 4 ? 2 : 3));
 						const uint8_t *wk = k == ccs ? W1 : W[0];
-						int e0 = (int)(ne >> (8 * k) & 255u), e1 = (int)(ne >> (32 + 8 * k) & 255u);
+						int e0 = astc_enc_packed_value(ne, 0, k), e1 = astc_enc_packed_value(ne, 1, k);
 						int base = astc_enc_base(e0, blk->srgb), slope = astc_enc_slope(e0, e1, blk->srgb);
 						nerr[k] = 0;
 						KILN_ROLLED for (int i = 0; i < n && now < was; i++) {
@@ -1893,7 +1900,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 						cur[p] = ne;
 						for (int k = 0; k < 4; k++) {
 							if ((ch >> k) & 1) {
-								astc_enc_lut_channel((int)(ne >> (8 * k) & 255u), (int)(ne >> (32 + 8 * k) & 255u),
+								astc_enc_lut_channel(astc_enc_packed_value(ne, 0, k), astc_enc_packed_value(ne, 1, k),
 										     blk->srgb, g->full, wr, lut[p][k]);
 								cerr[p][k] = nerr[k];
 							}
