@@ -950,7 +950,6 @@ ASTC_ENC_OUTLINE uint64_t astc_enc_decoded_packed(const astc_symbolic *s, int p)
 	return d;
 }
 
-/* Decoded endpoints (0..255) of partition p from s. */
 /* Channel k of endpoint e (0 or 1) of decoded endpoints packed as
  * astc_enc_decoded_packed returns them. */
 KILN_HD int astc_enc_packed_value(uint64_t d, int e, int k)
@@ -958,13 +957,19 @@ KILN_HD int astc_enc_packed_value(uint64_t d, int e, int k)
 	return (int)(d >> (32 * e + 8 * k) & 255u);
 }
 
-KILN_HD void astc_enc_decoded_endpoints(const astc_symbolic *s, int p, int *e0, int *e1)
+/* Packed decoded endpoints d into the channels of endpoint 0 (e0) and 1 (e1). */
+KILN_HD void astc_enc_unpack_endpoints(uint64_t d, int *e0, int *e1)
 {
-	uint64_t d = astc_enc_decoded_packed(s, p);
 	for (int k = 0; k < 4; k++) {
 		e0[k] = astc_enc_packed_value(d, 0, k);
 		e1[k] = astc_enc_packed_value(d, 1, k);
 	}
+}
+
+/* Decoded endpoints (0..255) of partition p from s. */
+KILN_HD void astc_enc_decoded_endpoints(const astc_symbolic *s, int p, int *e0, int *e1)
+{
+	astc_enc_unpack_endpoints(astc_enc_decoded_packed(s, p), e0, e1);
 }
 
 /* Texel weights 0..1 -> grid weights 0..64 through the transpose of the infill: each grid
@@ -1776,10 +1781,7 @@ ASTC_ENC_OUTLINE uint32_t astc_enc_polish(const astc_enc_ctx *ctx, const astc_en
 	KILN_ROLLED for (int p = 0; p < parts; p++) {
 		int e[2][4];
 		cur[p] = astc_enc_decoded_packed(s, p);
-		for (int k = 0; k < 4; k++) {
-			e[0][k] = astc_enc_packed_value(cur[p], 0, k);
-			e[1][k] = astc_enc_packed_value(cur[p], 1, k);
-		}
+		astc_enc_unpack_endpoints(cur[p], e[0], e[1]);
 		astc_enc_lut((const int(*)[4])e, blk->srgb, g->full, wr, lut[p]);
 	}
 	uint32_t total = 0;
