@@ -248,6 +248,18 @@ typedef struct astc_enc_effort {
  *    gate dual_gate 4 -0.031, -20%. Not taken on top: p2_rgate 12 (-0.012, 384 Mpix/s: the
  *    margin kept against astcenc is half the target's 0.10 dB), 5 candidates (-0.011),
  *    polish_gate 18 (-0.009), pred_cut 14 (-0.007), one polish pass (-0.033).
+ *    Then the 2-partition shortlist weighted by how far each moved texel is from the
+ *    clusters' boundary (astc_enc_two_means) gained +0.034 dB RGB (45.128), which pays
+ *    for p2_rgate 12, 5 candidates and 3-4 partitions only above 32 per texel (gate),
+ *    4 partitions where 3 won or the error is above 12 x 32 per texel (p4_mult 12): RGB
+ *    45.096 dB (astcenc -medium 45.144), RGBA 44.284 (44.168); on an H100 387 -> 464
+ *    Mpix/s. Each on top of the weighted shortlist (RGB dB, Mpix/s, 2026-11-25):
+ *    p2_rgate 12 -0.012, 410; and 5 candidates -0.023, 433; and gate 24 -0.028, 462;
+ *    gate 32 instead -0.032, 475; 24 seeds scored (p2_tries) +0.023 but -6.5% on the
+ *    GPU. With gate 32 and p4_mult 32 a 2-partition encoding often beat 3 partitions
+ *    where 4 would have beaten both (tests/unit/test_astc.c's 4-partition patterns at
+ *    4x4: 6 of 16 blocks, 30.2 dB); p4_mult 12 (9 of 16, 33.4 dB; 16 gave 7 of 16) costs
+ *    2.4% of the 475 and changes no PSNR on Kodak (8: 453, 4: 447).
  * high aims at astcenc -thorough quality; it was +0.15 / +0.02 / -0.09 dB against it at
  * 4x4 / 6x6 / 8x8 (full Kodak, RGB) and 0.08-0.10x its speed per core. It takes medium's
  * ranking weights (est_qw 6, est_cw 10), which at 8x8 put the candidate that ends best
@@ -285,13 +297,15 @@ KILN_HD void astc_enc_effort_of(int quality, int texels, astc_enc_effort *e)
 		return;
 	e->full_only = 1;
 	if (quality == KILN_QUALITY_MEDIUM) {
-		e->cand = 6;
+		e->cand = 5;
 		e->keep = 2;
 		e->passes = 2;
 		e->grid_steps = 2;
 		e->pred_cut = 16;
-		e->p2_rgate = 8;
+		e->p2_rgate = 12;
 		e->dual_rfrac = 3;
+		e->gate = 32;
+		e->p4_mult = 12;
 	}
 }
 
@@ -1966,19 +1980,41 @@ KILN_HD int astc_enc_select(int *ids, uint32_t *scores, int have, int j)
 	return id;
 }
 
-/* Squared error of a 2-means clustering against seed s's pattern (either labelling). Both
- * bit sets are clear past texel n - 1: only the words that hold texels are compared. */
-KILN_HD int astc_enc_pattern_mismatch(const astc_enc_ctx *ctx, int seed, const uint64_t *labels, int n)
+/* A 2-means clustering of a block's colours: labels (bit i: texel i in cluster 1), and
+ * each texel's weight 0..ASTC_ENC_CLUSTER_LEVELS - 1 as bit planes (weight bit b of texel
+ * i in planes[b], bit i), with the weights' sum. */
+#define ASTC_ENC_CLUSTER_PLANES 2
+#define ASTC_ENC_CLUSTER_LEVELS (1 << ASTC_ENC_CLUSTER_PLANES)
+typedef struct astc_enc_clusters {
+	uint64_t labels[3];
+	uint64_t planes[ASTC_ENC_CLUSTER_PLANES][3];
+	int total;
+} astc_enc_clusters;
+
+/* How far seed s's pattern is from a 2-means clustering (under either labelling): the
+ * weights of the texels it puts in the other cluster. Every bit set is clear past texel
+ * n - 1: only the words that hold texels are compared. */
+KILN_HD int astc_enc_pattern_mismatch(const astc_enc_ctx *ctx, int seed, const astc_enc_clusters *cl, int n)
 {
 	int diff = 0;
-	KILN_ROLLED for (int k = 0; k < (n + 63) >> 6; k++)
-		diff += astc_enc_popcount(ctx->part2[seed][k] ^ labels[k]);
-	return diff < n - diff ? diff : n - diff;
+	KILN_ROLLED for (int k = 0; k < (n + 63) >> 6; k++) {
+		uint64_t d = ctx->part2[seed][k] ^ cl->labels[k];
+		for (int b = 0; b < ASTC_ENC_CLUSTER_PLANES; b++)
+			diff += astc_enc_popcount(d & cl->planes[b][k]) << b;
+	}
+	return diff < cl->total - diff ? diff : cl->total - diff;
 }
 
 /* Two clusters of the block's colours (Lloyd iterations from the two texels farthest
- * along the principal axis), as a bit set: texel i in cluster 1. */
-ASTC_ENC_OUTLINE void astc_enc_two_means(const astc_enc_block *blk, const astc_enc_fit *line, uint64_t *labels)
+ * along the principal axis). A texel's weight is how much closer its colour is to its own
+ * cluster's centre than to the other's (squared distances, from the centres of the last
+ * assignment), scaled to 0..ASTC_ENC_CLUSTER_LEVELS - 1 by the block's largest: a seed
+ * that moves a texel near the clusters' boundary costs less than one that moves a texel
+ * deep inside a cluster. Counted alike (every moved texel 1), the seeds tied often and
+ * the shortlist kept the first of them. Weighted (4 levels; 8 and 16 gave a little
+ * less), at the same seeds over the Kodak set: medium 4x4 / 6x6 / 8x8 +0.034 / +0.010 /
+ * +0.007 dB RGB, fast 4x4 +0.038 (docs/PERFORMANCE.md, ASTC, session 31). */
+ASTC_ENC_OUTLINE void astc_enc_two_means(const astc_enc_block *blk, const astc_enc_fit *line, astc_enc_clusters *cl)
 {
 	int lo = 0, hi = 0;
 	KILN_ROLLED for (int i = 1; i < blk->n; i++) {
@@ -1992,9 +2028,12 @@ ASTC_ENC_OUTLINE void astc_enc_two_means(const astc_enc_block *blk, const astc_e
 		c[0][k] = blk->px[lo][k];
 		c[1][k] = blk->px[hi][k];
 	}
+	uint32_t gap[ASTC_MAX_TEXELS], gmax = 0;
 	for (int it = 0; it < 4; it++) {
 		int sum[2][4] = {{0}}, cnt[2] = {0, 0};
+		uint64_t *labels = cl->labels;
 		labels[0] = labels[1] = labels[2] = 0;
+		gmax = 0;
 		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			int d0 = 0, d1 = 0;
 			for (int k = 0; k < 4; k++) {
@@ -2005,6 +2044,8 @@ ASTC_ENC_OUTLINE void astc_enc_two_means(const astc_enc_block *blk, const astc_e
 			int l = d1 < d0;
 			if (l)
 				labels[i >> 6] |= 1ull << (i & 63);
+			gap[i] = (uint32_t)(l ? d0 - d1 : d1 - d0);
+			gmax = gap[i] > gmax ? gap[i] : gmax;
 			cnt[l]++;
 			for (int k = 0; k < 4; k++)
 				sum[l][k] += blk->px[i][k];
@@ -2013,6 +2054,16 @@ ASTC_ENC_OUTLINE void astc_enc_two_means(const astc_enc_block *blk, const astc_e
 			if (cnt[l])
 				for (int k = 0; k < 4; k++)
 					c[l][k] = (sum[l][k] + cnt[l] / 2) / cnt[l];
+	}
+	for (int b = 0; b < ASTC_ENC_CLUSTER_PLANES; b++)
+		cl->planes[b][0] = cl->planes[b][1] = cl->planes[b][2] = 0;
+	cl->total = 0;
+	/* (a gap is at most 4 x 255^2: the product fits in 32 bits) */
+	KILN_ROLLED for (int i = 0; i < blk->n; i++) {
+		uint32_t q = gap[i] * ASTC_ENC_CLUSTER_LEVELS / (gmax + 1);
+		cl->total += (int)q;
+		for (int b = 0; b < ASTC_ENC_CLUSTER_PLANES; b++)
+			cl->planes[b][i >> 6] |= (uint64_t)((q >> b) & 1u) << (i & 63);
 	}
 }
 
@@ -3185,14 +3236,14 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 		 * the residual of a line fit per partition; the best few searched in full */
 		int tries = astc_enc_p2_tries(ef, n, fit->resid, *best_err), full = ef->p2_full;
 		if (tries > 0) {
-			uint64_t labels[3];
-			astc_enc_two_means(blk, fit, labels);
+			astc_enc_clusters cl;
+			astc_enc_two_means(blk, fit, &cl);
 			int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0, nlow = 0;
 			uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS], low[ASTC_ENC_MAX_CUT];
 			KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
 				if (!ctx->part2_ok[s])
 					continue;
-				uint32_t sc = (uint32_t)astc_enc_pattern_mismatch(ctx, s, labels, n);
+				uint32_t sc = (uint32_t)astc_enc_pattern_mismatch(ctx, s, &cl, n);
 				astc_enc_shortlist_add(seeds, scores, &have, tries, s, sc);
 			}
 			astc_enc_fit *f2 = &alt;

@@ -1041,7 +1041,9 @@ static double encode_census_psnr(const kiln_image *img, uint32_t bw, uint32_t bh
  * endpoints, plain and blue-contracted; base+scale with alphas and RGBA direct on the
  * alpha image), every block is
  * legal, and astcenc decodes all of them to kiln's pixels. Luminance modes and four
- * partitions are asserted by the gray and pattern tests below. */
+ * partitions are asserted by the gray and pattern tests below. Three partitions are rare
+ * on Kodak (19 of kodim23's 24,576 blocks at 4x4 since the weighted 2-partition
+ * shortlist, astc_enc_two_means): the first crop holds one of them. */
 Test(astc_encode, medium_uses_every_block_kind_and_astcenc_agrees, .timeout = 300)
 {
 	char dir[64];
@@ -1049,7 +1051,7 @@ Test(astc_encode, medium_uses_every_block_kind_and_astcenc_agrees, .timeout = 30
 	if (astcenc)
 		make_tmpdir(dir, sizeof dir);
 	kiln_image imgs[2];
-	astc_test_kodak_crop("kodim23.png", 300, 180, 48, 48, 0, &imgs[0]);
+	astc_test_kodak_crop("kodim23.png", 400, 180, 48, 48, 0, &imgs[0]);
 	astc_test_kodak_crop("kodim03.png", 200, 100, 48, 48, 1, &imgs[1]);
 	static const uint32_t fps[3] = {4, 6, 8};
 	block_census total[2];
