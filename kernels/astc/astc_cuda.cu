@@ -185,6 +185,13 @@ __device__ static void store_block(uint8_t *dst, const uint8_t out[16])
 #define ASTC_GPU_BOUNDS __launch_bounds__(ASTC_GPU_THREADS)
 #endif
 
+// Where block b's 16 bytes go.
+__device__ static uint8_t *block_dst(const astc_gpu_surface *surf, uint32_t count, uint64_t b)
+{
+	const astc_gpu_surface *d = &surf[kiln_find_first_block(surf, count, b)];
+	return d->dst + (b - d->first_block) * KILN_ASTC_BLOCK_BYTES;
+}
+
 // Where block b of the batch comes from and goes to.
 __device__ static uint8_t *locate_block(const astc_enc_ctx *ctx, const astc_gpu_surface *surf, uint32_t count,
 					uint64_t b, int srgb, astc_enc_block *blk)
@@ -228,6 +235,10 @@ struct astc_gpu_queue {
 	uint32_t pad[(1024 - sizeof(astc_gpu_counters) % 1024) / 4];
 	astc_gpu_entry list[ASTC_ENC_STAGES - 1][ASTC_GPU_WINDOW];
 	astc_gpu_entry sorted[ASTC_GPU_WINDOW];
+	// a split PARTS stage (encode_split): per sorted entry its closest item's key and
+	// every item's encoding
+	unsigned long long key[ASTC_GPU_WINDOW];
+	uint8_t cand[ASTC_ENC_SPLIT_MAX][ASTC_GPU_WINDOW][16];
 };
 static_assert(ASTC_GPU_RUN < 2048 && ASTC_GPU_WINDOW <= (1u << 21), "a run's first block and length fit run_ticket's high word");
 static_assert(sizeof(astc_gpu_queue) <= ASTC_GPU_QUEUE_BYTES, "kiln_astc_temp_size leaves room for the queue");
@@ -275,9 +286,50 @@ __device__ __noinline__ static void encode_first(const astc_enc_ctx *__restrict_
 	uint8_t *dst = locate_block(ctx, surf, count, first + at, srgb, &blk);
 	uint8_t out[16];
 	uint32_t err, resid[4];
-	astc_encode_stage(ctx, &blk, ef, ASTC_ENC_STAGE_ONE, NULL, out, &err, resid);
+	astc_encode_stage(ctx, &blk, ef, ASTC_ENC_STAGE_ONE, -1, NULL, out, &err, resid);
 	store_block(dst, out);
 	want_next(q, ef, ASTC_ENC_STAGE_ONE, blk.n, at, err, resid);
+}
+
+// The PARTS stage of a split effort (astc_enc_effort.split): every item of every listed
+// block (astc_enc_parts_items) is a unit of work, each from the block's error before the
+// stage, so that a block's items run side by side instead of one after the other on one
+// thread (the last stage's list is about one round of the grid's threads: its blocks'
+// time was the stage's). Items are taken kind by kind (every listed block's last item,
+// then the one before: the 3- and 4-partition searches first, so that the warps' lanes
+// run the same search), each improving one keeps its encoding in q->cand and its key
+// (error, item) in q->key by atomicMin, and after the grid's wait each block takes the
+// least key's encoding: the closest, the first of equal errors, as astc_encode_later
+// does on the CPU. The keys were set to ~0 by sort_by_error.
+static_assert(ASTC_ENC_STAGE_PARTS == ASTC_ENC_STAGES - 1, "a split stage lists no block for a later one");
+__device__ static void encode_split(cg::grid_group &grid, const astc_enc_ctx *__restrict__ ctx,
+				    const astc_gpu_surface *__restrict__ surf, uint32_t count, uint64_t first, int srgb,
+				    const astc_enc_effort *ef, astc_gpu_queue *q, const astc_gpu_entry *l, uint32_t listed)
+{
+	int items = astc_enc_parts_items(ef);
+	uint32_t ctas = gridDim.x, round = ctas * blockDim.x, work = (uint32_t)items * listed;
+	for (uint32_t w = threadIdx.x * ctas + blockIdx.x; w < work; w = round + take_next(&q->c.taken[ASTC_ENC_STAGE_PARTS])) {
+		int item = items - 1 - (int)(w / listed);
+		uint32_t k = w % listed, err = l[k].err, e = err;
+		// (a split item starts from the stage's encoding: none of its own)
+		if (!astc_enc_parts_open(ef, item, ctx->bw * ctx->bh, err, NULL))
+			continue;
+		astc_enc_block blk;
+		locate_block(ctx, surf, count, first + l[k].at, srgb, &blk);
+		uint8_t cand[16];
+		uint32_t resid[4];
+		astc_encode_stage(ctx, &blk, ef, ASTC_ENC_STAGE_PARTS, item, NULL, cand, &e, resid);
+		if (e < err) {
+			memcpy(q->cand[item][k], cand, 16);
+			atomicMin(&q->key[k], (unsigned long long)e << 8 | (unsigned)item);
+		}
+	}
+	grid.sync();
+	for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < listed; k += round) {
+		unsigned long long key = q->key[k];
+		if (key != ~0ull)
+			store_block(block_dst(surf, count, first + l[k].at), q->cand[key & 0xffu][k]);
+	}
 }
 
 // An error's bucket, larger errors in lower buckets: its bit length and the bit below the
@@ -322,6 +374,7 @@ __device__ static void sort_by_error(cg::grid_group &grid, astc_gpu_queue *q, in
 		astc_gpu_entry e = l[k];
 		uint32_t b = error_bucket(e.err);
 		q->sorted[start[b] + atomicAdd(&q->c.cursor[li][b], 1u)] = e;
+		q->key[k] = ~0ull;
 	}
 	grid.sync();
 }
@@ -470,6 +523,11 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 			// warps busy) 13% slower at fast 8x8 (more threads' local memory in use on each
 			// SM).
 			uint32_t ctas = gridDim.x, round = ctas * blockDim.x;
+			if (stage == ASTC_ENC_STAGE_PARTS && ef.split) {
+				encode_split(grid, ctx, surf, count, first, srgb, &ef, q, l, listed);
+				mark_idle(stage);
+				continue;
+			}
 			for (uint32_t k = threadIdx.x * ctas + blockIdx.x; k < listed; k = round + take_next(&q->c.taken[stage])) {
 				uint32_t at = l[k].at, err = l[k].err;
 				astc_enc_block blk;
@@ -477,7 +535,7 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 				uint8_t out[16];
 				load_block(dst, out);
 				uint32_t resid[4];
-				astc_encode_stage(ctx, &blk, &ef, stage, NULL, out, &err, resid);
+				astc_encode_stage(ctx, &blk, &ef, stage, -1, NULL, out, &err, resid);
 				store_block(dst, out);
 				want_next(q, &ef, stage, blk.n, at, err, resid);
 			}

@@ -147,6 +147,9 @@ typedef struct astc_enc_effort {
 	uint8_t moment_score; /* ranks partitionings by astc_enc_moment_resid (0: line fits) */
 	uint8_t full_only; /* a fit of one partition and one plane ranks the full weight grid
 			      alone (fast and medium at 4x4: astc_enc_effort_of) */
+	uint8_t split;     /* the PARTS stage's searches (astc_enc_parts_items) each from the
+			      error before the stage, not from the best of those before it, so
+			      that a GPU runs them side by side (astc_encode_later) */
 } astc_enc_effort;
 
 /* fast aims at astcenc -fast quality and spends what it had above it on speed: it
@@ -259,7 +262,16 @@ typedef struct astc_enc_effort {
  *    GPU. With gate 32 and p4_mult 32 a 2-partition encoding often beat 3 partitions
  *    where 4 would have beaten both (tests/unit/test_astc.c's 4-partition patterns at
  *    4x4: 6 of 16 blocks, 30.2 dB); p4_mult 12 (9 of 16, 33.4 dB; 16 gave 7 of 16) costs
- *    2.4% of the 475 and changes no PSNR on Kodak (8: 453, 4: 447).
+ *    2.4% of the 475 and changes no PSNR on Kodak (8: 453, 4: 447). Then the PARTS
+ *    stage split (split): its three searches (the 2-partition seeds, 3 partitions, 4
+ *    partitions) each from the error before the stage, which a GPU runs as work of their
+ *    own instead of one after the other on one thread (astc_cuda.cu, encode_split; the
+ *    stage's blocks had kept a thread for up to 11 ms, its last 6 a tail), and, as the
+ *    3-partition search is no longer gated by the 2-partition result, 3-4 partitions
+ *    above 48 per texel and 4 where the error is above 8 x 48 (gate 48, p4_mult 8; the
+ *    4-partition patterns: 9 of 16): RGB 45.095 dB, RGBA 44.285; H100 462-465 -> 492-499
+ *    Mpix/s in the same calls (split at gate 32: 474, RGB 45.100; gate 40: 470; gate
+ *    56: 496, RGB 45.093; docs/PERFORMANCE.md, session 31).
  * high aims at astcenc -thorough quality; it was +0.15 / +0.02 / -0.09 dB against it at
  * 4x4 / 6x6 / 8x8 (full Kodak, RGB) and 0.08-0.10x its speed per core. It takes medium's
  * ranking weights (est_qw 6, est_cw 10), which at 8x8 put the candidate that ends best
@@ -285,12 +297,12 @@ KILN_HD void astc_enc_effort_of(int quality, int texels, astc_enc_effort *e)
 	/* cand keep iterations passes est_steps grid_steps grid_share, dual_tries dual_gate,
 	 * p2_gate p2_tries p2_full, dual2 gate, tries3 full3 tries4 full4 p4_mult,
 	 * dual_rgate dual_rfrac p2_rgate p2_rfrac, dual_share polish_gate, pred_w pred_cut,
-	 * est_qw est_cw, moment_score full_only */
-	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0, 0};
+	 * est_qw est_cw, moment_score full_only split */
+	const astc_enc_effort fast = {3, 1, 0, 1, 1, 2, 3, 1, 4, 32, 8, 1, 0, 16, 0, 0, 0, 0, 0, 0, 2, 48, 2, 3, 0, 0, 0, 16, 16, 0, 0, 0};
 	const astc_enc_effort medium = {8, 3, 1, 4, 1, 4, 3, 1, 2, 8, ASTC_ENC_MAX_TRY_SEEDS / 2, 2, 0, 16, 4, 1, 4, 1, 32,
-					0, 4, 0, 0, 6, 19, 12, 18, 6, 10, 1, 0};
+					0, 4, 0, 0, 6, 19, 12, 18, 6, 10, 1, 0, 0};
 	const astc_enc_effort high = {12, ASTC_ENC_SHORTLIST, 2, 4, 1, 4, 0, 4, 0, 0, ASTC_ENC_MAX_TRY_SEEDS,
-				      6, 1, 8, 16, 2, 16, 1, 16, 0, 4, 0, 0, 0, 24, 12, 20, 6, 10, 1, 0};
+				      6, 1, 8, 16, 2, 16, 1, 16, 0, 4, 0, 0, 0, 24, 12, 20, 6, 10, 1, 0, 0};
 	*e = quality == KILN_QUALITY_FAST ? fast : (quality == KILN_QUALITY_MEDIUM ? medium : high);
 	/* the rows are the presets above 4x4; what differs at 4x4, all of it here */
 	if (texels > ASTC_ENC_N16 || quality == KILN_QUALITY_HIGH)
@@ -304,8 +316,9 @@ KILN_HD void astc_enc_effort_of(int quality, int texels, astc_enc_effort *e)
 		e->pred_cut = 16;
 		e->p2_rgate = 12;
 		e->dual_rfrac = 3;
-		e->gate = 32;
-		e->p4_mult = 12;
+		e->gate = 48;
+		e->p4_mult = 8;
+		e->split = 1;
 	}
 }
 
@@ -3068,7 +3081,12 @@ enum { ASTC_ENC_STAGE_ONE, ASTC_ENC_STAGE_DUAL, ASTC_ENC_STAGE_PARTS, ASTC_ENC_S
  * 8 bytes a block of the window for each later stage's list and for the sorted copy of
  * one, 24 MiB, and its counters. A batch of 32 Kodak images at 4x4 is 786,432 blocks. */
 #define ASTC_GPU_WINDOW (1u << 20)
-#define ASTC_GPU_QUEUE_BYTES (2048 + (size_t)ASTC_ENC_STAGES * ASTC_GPU_WINDOW * 8)
+/* the most items of an effort that splits the PARTS stage (astc_enc_parts_items;
+ * tests/unit/test_astc.c checks every preset): a GPU keeps each listed block's closest key
+ * (8 bytes) and each item's encoding (16), 56 MiB more for the window */
+#define ASTC_ENC_SPLIT_MAX 3
+#define ASTC_GPU_QUEUE_BYTES \
+	(2048 + (size_t)ASTC_ENC_STAGES * ASTC_GPU_WINDOW * 8 + (size_t)ASTC_GPU_WINDOW * (8 + 16 * ASTC_ENC_SPLIT_MAX))
 
 /* The second-plane channels the DUAL stage tries for a block of n texels whose line
  * leaves the residuals resid (astc_enc_fit) and whose error so far is err: none where the
@@ -3193,10 +3211,83 @@ KILN_HD void astc_enc_block_line(const astc_enc_block *blk, astc_enc_fit *fit)
 	astc_enc_fit_lines(blk, fit);
 }
 
+/* The PARTS stage's searches (items), in order: the effort's p2_full best 2-partition
+ * seeds (astc_enc_p2_seeds), the best of them with a second plane (dual2), 3 partitions,
+ * 4 partitions; each is gated on the error it starts from (astc_enc_parts_open). */
+enum { ASTC_ENC_ITEM_P2, ASTC_ENC_ITEM_DUAL2, ASTC_ENC_ITEM_P3, ASTC_ENC_ITEM_P4 };
+
+KILN_HD int astc_enc_parts_items(const astc_enc_effort *ef)
+{
+	return (ef->p2_full > 0) + (ef->dual2 != 0) + (ef->tries3 > 0) + (ef->tries4 > 0);
+}
+
+/* The kind of item i (ASTC_ENC_ITEM_*). */
+KILN_HD int astc_enc_parts_kind(const astc_enc_effort *ef, int i)
+{
+	if (ef->p2_full > 0 && i-- == 0)
+		return ASTC_ENC_ITEM_P2;
+	if (ef->dual2 && i-- == 0)
+		return ASTC_ENC_ITEM_DUAL2;
+	if (ef->tries3 > 0 && i == 0)
+		return ASTC_ENC_ITEM_P3;
+	return ASTC_ENC_ITEM_P4;
+}
+
+/* Whether item i of the PARTS stage passes its gates for a block of n texels whose best
+ * encoding so far is best (NULL: one the stage did not make), of error err: the second
+ * plane with 2 partitions and 3 partitions above gate per texel, 4 partitions there where
+ * 3 won or the error is above p4_mult times that; the 2-partition seeds always (their gates
+ * are astc_enc_p2_tries'). A GPU tests a split stage's items here before it loads their
+ * blocks. */
+KILN_HD int astc_enc_parts_open(const astc_enc_effort *ef, int i, int n, uint32_t err, const astc_symbolic *best)
+{
+	int kind = astc_enc_parts_kind(ef, i);
+	uint32_t gate = (uint32_t)(ef->gate * n);
+	if (kind == ASTC_ENC_ITEM_P2)
+		return 1;
+	if (kind != ASTC_ENC_ITEM_P4 || err <= gate)
+		return err > gate;
+	return ef->p4_mult == 0 || err > ef->p4_mult * gate ||
+	       (best && best->kind == ASTC_KIND_NORMAL && best->partitions == 3);
+}
+
+/* The 2-partition seeds the PARTS stage searches in full for a block whose line is fit and
+ * whose error so far is err, best first (at most p2_full; none under the gates of
+ * astc_enc_p2_tries): of the seeds whose patterns best match a 2-means clustering
+ * (astc_enc_two_means), those whose lines leave the least residual. f: scratch. */
+KILN_HD int astc_enc_p2_seeds(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_effort *ef,
+			      const astc_enc_fit *fit, uint32_t err, astc_enc_fit *f, int *sd)
+{
+	int n = blk->n, tries = astc_enc_p2_tries(ef, n, fit->resid, err), full = ef->p2_full;
+	if (tries <= 0)
+		return 0;
+	astc_enc_clusters cl;
+	astc_enc_two_means(blk, fit, &cl);
+	int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0, nlow = 0;
+	uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS], low[ASTC_ENC_MAX_CUT];
+	KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
+		if (!ctx->part2_ok[s])
+			continue;
+		uint32_t sc = (uint32_t)astc_enc_pattern_mismatch(ctx, s, &cl, n);
+		astc_enc_shortlist_add(seeds, scores, &have, tries, s, sc);
+	}
+	f->parts = 2;
+	f->ccs = 4;
+	KILN_ROLLED for (int t = 0; t < have; t++)
+		scores[t] = astc_enc_seed_score(ef, blk, f, ctx->part2[seeds[t]], NULL, full, low, &nlow);
+	/* stable selection of the `full` lowest residuals */
+	int count = 0;
+	KILN_ROLLED for (; count < full && count < have; count++)
+		sd[count] = astc_enc_select(seeds, scores, have, count);
+	return count;
+}
+
 /* The search of one stage for a block that is not constant, whose line (astc_enc_block_line)
- * is fit: replaces *best and *best_err when it finds a closer encoding. */
+ * is fit: replaces *best and *best_err when it finds a closer encoding. At PARTS, item
+ * names the one search to run (astc_enc_parts_items), or is -1: all of them in order,
+ * each from the best error of those before it. */
 ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-					    const astc_enc_effort *ef, int stage, const astc_enc_fit *fit,
+					    const astc_enc_effort *ef, int stage, int item, const astc_enc_fit *fit,
 					    astc_symbolic *best, uint32_t *best_err)
 {
 	int n = blk->n;
@@ -3231,54 +3322,44 @@ ASTC_ENC_OUTLINE void astc_enc_search_stage(const astc_enc_ctx *ctx, const astc_
 			astc_enc_search(ctx, blk, f1, 0, ef, best, best_err);
 		}
 	} else {
-		uint32_t gate = (uint32_t)(ef->gate * n);
-		/* 2 partitions: the seeds whose patterns best match a 2-means clustering, ranked by
-		 * the residual of a line fit per partition; the best few searched in full */
-		int tries = astc_enc_p2_tries(ef, n, fit->resid, *best_err), full = ef->p2_full;
-		if (tries > 0) {
-			astc_enc_clusters cl;
-			astc_enc_two_means(blk, fit, &cl);
-			int seeds[ASTC_ENC_MAX_TRY_SEEDS], have = 0, nlow = 0;
-			uint32_t scores[ASTC_ENC_MAX_TRY_SEEDS], low[ASTC_ENC_MAX_CUT];
-			KILN_ROLLED for (int s = 0; s < ASTC_ENC_SEEDS; s++) {
-				if (!ctx->part2_ok[s])
-					continue;
-				uint32_t sc = (uint32_t)astc_enc_pattern_mismatch(ctx, s, &cl, n);
-				astc_enc_shortlist_add(seeds, scores, &have, tries, s, sc);
-			}
-			astc_enc_fit *f2 = &alt;
-			f2->parts = 2;
-			f2->ccs = 4;
-			KILN_ROLLED for (int t = 0; t < have; t++)
-				scores[t] = astc_enc_seed_score(ef, blk, f2, ctx->part2[seeds[t]], NULL, full, low, &nlow);
-			/* stable selection of the `full` lowest residuals */
-			KILN_ROLLED for (int k = 0; k < full && k < have; k++) {
-				int sd = astc_enc_select(seeds, scores, have, k);
-				astc_enc_set_pattern(f2, n, ctx->part2[sd], NULL);
-				astc_enc_fit_lines(blk, f2);
-				astc_enc_search(ctx, blk, f2, sd, ef, best, best_err);
-			}
-			/* the best-fitting seed with a second weight plane for the channel farthest
-			 * from its lines */
-			if (ef->dual2 && have > 0 && *best_err > gate) {
-				astc_enc_set_pattern(f2, n, ctx->part2[seeds[0]], NULL);
-				astc_enc_fit_lines(blk, f2);
-				int far = 0;
-				for (int c = 1; c < 4; c++)
-					if (f2->resid[c] > f2->resid[far])
-						far = c;
-				if (f2->resid[far] > 0) {
-					f2->ccs = far;
+		int first = item < 0 ? 0 : item, end = item < 0 ? astc_enc_parts_items(ef) : item + 1;
+		/* the 2-partition seeds, where this call searches one */
+		int sd[ASTC_ENC_MAX_TRY_SEEDS], nsd = 0;
+		if (astc_enc_parts_kind(ef, first) <= ASTC_ENC_ITEM_DUAL2)
+			nsd = astc_enc_p2_seeds(ctx, blk, ef, fit, *best_err, &alt, sd);
+		astc_enc_fit *f2 = &alt;
+		KILN_ROLLED for (int i = first; i < end; i++) {
+			int kind = astc_enc_parts_kind(ef, i);
+			if (kind == ASTC_ENC_ITEM_P2) {
+				KILN_ROLLED for (int t = 0; t < nsd; t++) {
+					astc_enc_set_pattern(f2, n, ctx->part2[sd[t]], NULL);
+					f2->ccs = 4;
 					astc_enc_fit_lines(blk, f2);
-					astc_enc_search(ctx, blk, f2, seeds[0], ef, best, best_err);
+					astc_enc_search(ctx, blk, f2, sd[t], ef, best, best_err);
 				}
+			} else if (kind == ASTC_ENC_ITEM_DUAL2) {
+				/* the best-fitting seed with a second weight plane for the channel
+				 * farthest from its lines */
+				if (nsd > 0 && astc_enc_parts_open(ef, i, n, *best_err, best)) {
+					astc_enc_set_pattern(f2, n, ctx->part2[sd[0]], NULL);
+					f2->ccs = 4;
+					astc_enc_fit_lines(blk, f2);
+					int far = 0;
+					for (int c = 1; c < 4; c++)
+						if (f2->resid[c] > f2->resid[far])
+							far = c;
+					if (f2->resid[far] > 0) {
+						f2->ccs = far;
+						astc_enc_fit_lines(blk, f2);
+						astc_enc_search(ctx, blk, f2, sd[0], ef, best, best_err);
+					}
+				}
+			} else if (astc_enc_parts_open(ef, i, n, *best_err, best)) {
+				int k = kind == ASTC_ENC_ITEM_P3 ? 3 : 4;
+				astc_enc_search_parts(ctx, blk, fit, k, k == 3 ? ef->tries3 : ef->tries4, k == 3 ? ef->full3 : ef->full4,
+						      ef, &alt, best, best_err);
 			}
 		}
-		if (ef->tries3 > 0 && *best_err > gate)
-			astc_enc_search_parts(ctx, blk, fit, 3, ef->tries3, ef->full3, ef, &alt, best, best_err);
-		if (ef->tries4 > 0 && *best_err > gate &&
-		    (ef->p4_mult == 0 || *best_err > ef->p4_mult * gate || (best->kind == ASTC_KIND_NORMAL && best->partitions == 3)))
-			astc_enc_search_parts(ctx, blk, fit, 4, ef->tries4, ef->full4, ef, &alt, best, best_err);
 	}
 }
 
@@ -3299,8 +3380,8 @@ KILN_HD int astc_enc_constant(const astc_enc_block *blk)
  * else NULL (it is fitted here); resid gets the line's residuals, for
  * astc_enc_stage_wanted (zeros for a void extent). */
 ASTC_ENC_OUTLINE void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc_block *blk,
-					const astc_enc_effort *ef, int stage, const astc_enc_fit *line, uint8_t *out,
-					uint32_t *err, uint32_t *resid)
+					const astc_enc_effort *ef, int stage, int item, const astc_enc_fit *line,
+					uint8_t *out, uint32_t *err, uint32_t *resid)
 {
 	astc_symbolic best;
 	best.kind = ASTC_KIND_NORMAL;
@@ -3322,11 +3403,33 @@ ASTC_ENC_OUTLINE void astc_encode_stage(const astc_enc_ctx *ctx, const astc_enc_
 		}
 		for (int k = 0; k < 4; k++)
 			resid[k] = line->resid[k];
-		astc_enc_search_stage(ctx, blk, ef, stage, line, &best, &best_err);
+		astc_enc_search_stage(ctx, blk, ef, stage, item, line, &best, &best_err);
 	}
 	if (stage == ASTC_ENC_STAGE_ONE || best_err < *err) {
 		astc_pack(&best, out);
 		*err = best_err;
+	}
+}
+
+/* A later stage of a block as astc_encode_stage, the PARTS stage of a split effort item by
+ * item, each from the error before the stage, the closest kept (the first of equal
+ * errors): what a GPU computes side by side and merges (astc_cuda.cu, encode_split). */
+KILN_HD void astc_encode_later(const astc_enc_ctx *ctx, const astc_enc_block *blk, const astc_enc_effort *ef,
+			       int stage, const astc_enc_fit *line, uint8_t *out, uint32_t *err, uint32_t *resid)
+{
+	if (stage != ASTC_ENC_STAGE_PARTS || !ef->split) {
+		astc_encode_stage(ctx, blk, ef, stage, -1, line, out, err, resid);
+		return;
+	}
+	uint32_t before = *err;
+	KILN_ROLLED for (int i = 0; i < astc_enc_parts_items(ef); i++) {
+		uint8_t cand[16];
+		uint32_t e = before;
+		astc_encode_stage(ctx, blk, ef, stage, i, line, cand, &e, resid);
+		if (e < *err) {
+			*err = e;
+			memcpy(out, cand, 16);
+		}
 	}
 }
 
@@ -3342,11 +3445,11 @@ KILN_HD void astc_encode_block(const astc_enc_ctx *ctx, const astc_enc_block *bl
 	if (!constant)
 		astc_enc_block_line(blk, &line);
 	uint32_t err, resid[4];
-	astc_encode_stage(ctx, blk, &ef, ASTC_ENC_STAGE_ONE, constant ? 0 : &line, out, &err, resid);
+	astc_encode_stage(ctx, blk, &ef, ASTC_ENC_STAGE_ONE, -1, constant ? 0 : &line, out, &err, resid);
 	/* a later stage wants an error above 0, which a constant block does not leave */
 	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++)
 		if (astc_enc_stage_wanted(&ef, stage, blk->n, err, resid))
-			astc_encode_stage(ctx, blk, &ef, stage, &line, out, &err, resid);
+			astc_encode_later(ctx, blk, &ef, stage, &line, out, &err, resid);
 }
 
 #endif

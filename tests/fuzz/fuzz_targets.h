@@ -219,10 +219,10 @@ static inline kiln_status kiln_fuzz_astc_encode(const uint8_t *data, size_t size
 	astc_enc_effort_of(quality, ctx->bw * ctx->bh, &ef);
 	uint8_t out[16];
 	uint32_t err = 0, resid[4];
-	astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, NULL, out, &err, resid);
+	astc_encode_stage(ctx, &blk, &ef, ASTC_ENC_STAGE_ONE, -1, NULL, out, &err, resid);
 	for (int stage = ASTC_ENC_STAGE_ONE + 1; stage < ASTC_ENC_STAGES; stage++)
 		if (astc_enc_stage_wanted(&ef, stage, blk.n, err, resid))
-			astc_encode_stage(ctx, &blk, &ef, stage, NULL, out, &err, resid);
+			astc_encode_later(ctx, &blk, &ef, stage, NULL, out, &err, resid);
 	astc_symbolic s;
 	astc_unpack(out, blk.bw, blk.bh, &s);
 	FUZZ_CHECK(s.kind != ASTC_KIND_ERROR);
