@@ -346,8 +346,8 @@ __device__ static uint32_t error_bucket(uint32_t e)
 // counting sort; order within a bucket by timing): the gates of a later stage's search
 // depend on the error, so blocks of like error take like paths through it, and a warp
 // takes 32 of them at once (with the lists per CTA, sorting them gave medium 4-10%;
-// here, against the lists unsorted, fast 0-6% and medium 4-10%). Ends with the grid's
-// wait.
+// here, against the lists unsorted, fast 0-6% and medium 4-10%). Also sets the first n
+// keys of a split stage (encode_split) to ~0. Ends with the grid's wait.
 __device__ static void sort_by_error(cg::grid_group &grid, astc_gpu_queue *q, int li, uint32_t n)
 {
 	__shared__ uint32_t counts[ASTC_GPU_BUCKETS], start[ASTC_GPU_BUCKETS];
