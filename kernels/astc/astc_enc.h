@@ -6,12 +6,15 @@
  *  - partitionings ("fits"): one partition with one weight plane; one partition with a
  *    second plane for the channel farthest from the principal line (every varying
  *    channel at high); 2 partitions: the seeds whose patterns best match a 2-means
- *    clustering, re-ranked by the residual off a line per partition, the best 1 / 2 / 6
+ *    clustering (each moved texel weighed by its distance from the clusters' boundary),
+ *    re-ranked by the residual off a line per partition, the best 1 / 2 / 6
  *    (fast / medium / high) searched in full (at high also the best one with a second
  *    plane); 3 and 4 partitions likewise from a k-means clustering (patterns matched
  *    under the best relabelling), at medium (1 + 1 searched) and high (2 + 1), only for
  *    blocks still far off, not at fast; at medium and high a fit of 2-4 partitions is
- *    encoded only where its residual and ranking predict an error near the best so far;
+ *    encoded only where its residual and ranking predict an error near the best so far
+ *    (medium at 4x4 searches 2, 3 and 4 partitions each from the error before them, side
+ *    by side on a GPU: astc_enc_effort.split);
  *    fast and medium try the second plane and 2 partitions only for blocks that one
  *    partition leaves far off, and every quality the second plane (fast also 2
  *    partitions) only where the block's line leaves a large residual
