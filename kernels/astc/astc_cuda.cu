@@ -185,22 +185,17 @@ __device__ static void store_block(uint8_t *dst, const uint8_t out[16])
 #define ASTC_GPU_BOUNDS __launch_bounds__(ASTC_GPU_THREADS)
 #endif
 
-// Where block b's 16 bytes go.
-__device__ static uint8_t *block_dst(const astc_gpu_surface *surf, uint32_t count, uint64_t b)
-{
-	const astc_gpu_surface *d = &surf[kiln_find_first_block(surf, count, b)];
-	return d->dst + (b - d->first_block) * KILN_ASTC_BLOCK_BYTES;
-}
-
-// Where block b of the batch comes from and goes to.
+// Where block b of the batch goes; its texels into blk unless blk is NULL.
 __device__ static uint8_t *locate_block(const astc_enc_ctx *ctx, const astc_gpu_surface *surf, uint32_t count,
 					uint64_t b, int srgb, astc_enc_block *blk)
 {
 	const astc_gpu_surface *d = &surf[kiln_find_first_block(surf, count, b)];
 	uint64_t local = b - d->first_block;
-	uint32_t bx = (uint32_t)(local % d->blocks_x), by = (uint32_t)(local / d->blocks_x);
-	kiln_surface s = d->surf;
-	astc_enc_load(&s, bx, by, ctx->bw, ctx->bh, srgb, blk);
+	if (blk) {
+		uint32_t bx = (uint32_t)(local % d->blocks_x), by = (uint32_t)(local / d->blocks_x);
+		kiln_surface s = d->surf;
+		astc_enc_load(&s, bx, by, ctx->bw, ctx->bh, srgb, blk);
+	}
 	return d->dst + local * KILN_ASTC_BLOCK_BYTES;
 }
 
@@ -328,7 +323,7 @@ __device__ static void encode_split(cg::grid_group &grid, const astc_enc_ctx *__
 	for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < listed; k += round) {
 		unsigned long long key = q->key[k];
 		if (key != ~0ull)
-			store_block(block_dst(surf, count, first + l[k].at), q->cand[key & 0xffu][k]);
+			store_block(locate_block(ctx, surf, count, first + l[k].at, srgb, NULL), q->cand[key & 0xffu][k]);
 	}
 }
 

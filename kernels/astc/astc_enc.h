@@ -2044,12 +2044,14 @@ ASTC_ENC_OUTLINE void astc_enc_two_means(const astc_enc_block *blk, const astc_e
 		c[0][k] = blk->px[lo][k];
 		c[1][k] = blk->px[hi][k];
 	}
+	/* the last assignment's gaps (each texel's distance from the other centre over its
+	 * own's) and their largest */
 	uint32_t gap[ASTC_MAX_TEXELS], gmax = 0;
-	for (int it = 0; it < 4; it++) {
+	uint64_t *labels = cl->labels;
+	const int iterations = 4;
+	for (int it = 0; it < iterations; it++) {
 		int sum[2][4] = {{0}}, cnt[2] = {0, 0};
-		uint64_t *labels = cl->labels;
 		labels[0] = labels[1] = labels[2] = 0;
-		gmax = 0;
 		KILN_ROLLED for (int i = 0; i < blk->n; i++) {
 			int d0 = 0, d1 = 0;
 			for (int k = 0; k < 4; k++) {
@@ -2060,8 +2062,10 @@ ASTC_ENC_OUTLINE void astc_enc_two_means(const astc_enc_block *blk, const astc_e
 			int l = d1 < d0;
 			if (l)
 				labels[i >> 6] |= 1ull << (i & 63);
-			gap[i] = (uint32_t)(l ? d0 - d1 : d1 - d0);
-			gmax = gap[i] > gmax ? gap[i] : gmax;
+			if (it == iterations - 1) {
+				gap[i] = (uint32_t)(l ? d0 - d1 : d1 - d0);
+				gmax = gap[i] > gmax ? gap[i] : gmax;
+			}
 			cnt[l]++;
 			for (int k = 0; k < 4; k++)
 				sum[l][k] += blk->px[i][k];
@@ -3248,9 +3252,9 @@ KILN_HD int astc_enc_parts_open(const astc_enc_effort *ef, int i, int n, uint32_
 	uint32_t gate = (uint32_t)(ef->gate * n);
 	if (kind == ASTC_ENC_ITEM_P2)
 		return 1;
-	if (kind != ASTC_ENC_ITEM_P4 || err <= gate)
-		return err > gate;
-	return ef->p4_mult == 0 || err > ef->p4_mult * gate ||
+	if (err <= gate)
+		return 0;
+	return kind != ASTC_ENC_ITEM_P4 || ef->p4_mult == 0 || err > ef->p4_mult * gate ||
 	       (best && best->kind == ASTC_KIND_NORMAL && best->partitions == 3);
 }
 
