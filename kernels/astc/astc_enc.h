@@ -178,6 +178,16 @@ typedef struct astc_enc_effort {
  * one won few of those blocks; for the second plane (32 weights on the full grid) the
  * full grid alone cost 0.20 dB, and at 6x6 and 8x8 (where few weight bits are left per
  * texel) 1.6-4.4 dB.
+ * Fast and medium at 4x4 rank only grids of at least half the texels for the second
+ * plane (dual_share 2) and of at least all of them over the partitions for 2-4
+ * partitions (grid_share 1: 8 weights at 2 partitions, 6 at 3, 4 at 4): the smaller
+ * grids won 7 (fast) and 6 (medium) of Kodak's 589,824 blocks, which the CPU's ranking
+ * drops early anyway, but a GPU fits them through (ASTC_ENC_CPU_SHORTCUTS). Full Kodak
+ * set, RGB / RGBA PSNR unchanged (fast 44.502 / 43.704, medium 45.095 / 44.285 dB); on
+ * an H100 fast 2,404-2,409 -> 2,448-2,453, medium 496.3 -> 506.0-506.2 Mpix/s (each
+ * alone: dual_share 2 2,436-2,438 and 501.9, grid_share 1 2,412-2,416 and 498.4-498.8;
+ * docs/PERFORMANCE.md, session 32). A second plane on the full grid alone (dual_share 1)
+ * cost 0.18 dB RGB.
  *
  * medium aims at astcenc -medium quality; it was 0.02-0.32 dB above it and 3-10x slower
  * per core, and its thinnest margin (RGB 8x8, +0.02 dB) bounds what it can give up. Its
@@ -311,6 +321,8 @@ KILN_HD void astc_enc_effort_of(int quality, int texels, astc_enc_effort *e)
 	if (texels > ASTC_ENC_N16 || quality == KILN_QUALITY_HIGH)
 		return;
 	e->full_only = 1;
+	e->grid_share = 1;
+	e->dual_share = 2;
 	if (quality == KILN_QUALITY_MEDIUM) {
 		e->cand = 5;
 		e->keep = 2;
