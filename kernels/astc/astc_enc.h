@@ -180,11 +180,12 @@ typedef struct astc_enc_effort {
  * texel) 1.6-4.4 dB.
  * Fast and medium at 4x4 rank only grids of at least half the texels for the second
  * plane (dual_share 2) and of at least all of them over the partitions for 2-4
- * partitions (grid_share 1: 8 weights at 2 partitions, 6 at 3, 4 at 4): the smaller
- * grids won 7 (fast) and 6 (medium) of Kodak's 589,824 blocks, which the CPU's ranking
- * drops early anyway, but a GPU fits them through (ASTC_ENC_CPU_SHORTCUTS). Full Kodak
- * set, RGB / RGBA PSNR unchanged (fast 44.502 / 43.704, medium 45.095 / 44.285 dB); on
- * an H100 fast 2,404-2,409 -> 2,448-2,453, medium 496.3 -> 506.0-506.2 Mpix/s (each
+ * partitions (grid_share 1: 8 weights at 2 partitions, 6 at 3, 4 at 4): without the
+ * smaller grids 7 (fast) and 6 (medium) of Kodak's 589,824 blocks change. The CPU's
+ * ranking drops such grids early anyway; a GPU fits them through
+ * (ASTC_ENC_CPU_SHORTCUTS). Full Kodak set, RGB / RGBA PSNR unchanged (fast 44.502 /
+ * 43.704, medium 45.095 / 44.285 dB); on an H100 fast 2,402-2,409 -> 2,448-2,454,
+ * medium 496.3-496.9 -> 505.2-506.2 Mpix/s (each
  * alone: dual_share 2 2,436-2,438 and 501.9, grid_share 1 2,412-2,416 and 498.4-498.8;
  * docs/PERFORMANCE.md, session 32). A second plane on the full grid alone (dual_share 1)
  * cost 0.18 dB RGB.
