@@ -185,10 +185,9 @@ typedef struct astc_enc_effort {
  * ranking drops such grids early anyway; a GPU fits them through
  * (ASTC_ENC_CPU_SHORTCUTS). Full Kodak set, RGB / RGBA PSNR unchanged (fast 44.502 /
  * 43.704, medium 45.095 / 44.285 dB); on an H100 fast 2,402-2,409 -> 2,448-2,454,
- * medium 496.3-496.9 -> 505.2-506.2 Mpix/s (each
- * alone: dual_share 2 2,436-2,438 and 501.9, grid_share 1 2,412-2,416 and 498.4-498.8;
- * docs/PERFORMANCE.md, session 32). A second plane on the full grid alone (dual_share 1)
- * cost 0.18 dB RGB.
+ * medium 496.3-496.9 -> 505.2-506.2 Mpix/s (each alone: dual_share 2 2,436-2,438 and
+ * 501.9, grid_share 1 2,412-2,416 and 498.4-498.8; docs/PERFORMANCE.md, session 32). A
+ * second plane on the full grid alone (dual_share 1) cost 0.18 dB RGB.
  *
  * medium aims at astcenc -medium quality; it was 0.02-0.32 dB above it and 3-10x slower
  * per core, and its thinnest margin (RGB 8x8, +0.02 dB) bounds what it can give up. Its
