@@ -341,9 +341,9 @@ __device__ static uint32_t error_bucket(uint32_t e)
 // counting sort; order within a bucket by timing): the gates of a later stage's search
 // depend on the error, so blocks of like error take like paths through it, and a warp
 // takes 32 of them at once (with the lists per CTA, sorting them gave medium 4-10%;
-// here, against the lists unsorted, fast 0-6% and medium 4-10%). Also sets the first n
-// keys of a split stage (encode_split) to ~0. Ends with the grid's wait.
-__device__ static void sort_by_error(cg::grid_group &grid, astc_gpu_queue *q, int li, uint32_t n)
+// here, against the lists unsorted, fast 0-6% and medium 4-10%). For a split stage
+// (encode_split) also sets its first n keys to ~0. Ends with the grid's wait.
+__device__ static void sort_by_error(cg::grid_group &grid, astc_gpu_queue *q, int li, uint32_t n, int split)
 {
 	__shared__ uint32_t counts[ASTC_GPU_BUCKETS], start[ASTC_GPU_BUCKETS];
 	const astc_gpu_entry *l = q->list[li];
@@ -369,7 +369,8 @@ __device__ static void sort_by_error(cg::grid_group &grid, astc_gpu_queue *q, in
 		astc_gpu_entry e = l[k];
 		uint32_t b = error_bucket(e.err);
 		q->sorted[start[b] + atomicAdd(&q->c.cursor[li][b], 1u)] = e;
-		q->key[k] = ~0ull;
+		if (split)
+			q->key[k] = ~0ull;
 	}
 	grid.sync();
 }
@@ -502,7 +503,8 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 			grid.sync();
 			uint32_t listed = *(volatile uint32_t *)&q->c.listed[stage - 1];
 			mark_start(stage, listed);
-			sort_by_error(grid, q, stage - 1, listed);
+			int split = stage == ASTC_ENC_STAGE_PARTS && ef.split;
+			sort_by_error(grid, q, stage - 1, listed, split);
 			const astc_gpu_entry *l = q->sorted;
 			// The list's first round, a block for each thread of the grid, is dealt: block k
 			// to thread k / CTAs of CTA k % CTAs, so that every SM gets an even share of it,
@@ -518,7 +520,7 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 			// warps busy) 13% slower at fast 8x8 (more threads' local memory in use on each
 			// SM).
 			uint32_t ctas = gridDim.x, round = ctas * blockDim.x;
-			if (stage == ASTC_ENC_STAGE_PARTS && ef.split) {
+			if (split) {
 				encode_split(grid, ctx, surf, count, first, srgb, &ef, q, l, listed);
 				mark_idle(stage);
 				continue;
