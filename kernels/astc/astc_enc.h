@@ -284,7 +284,15 @@ typedef struct astc_enc_effort {
  *    above 48 per texel and 4 where the error is above 8 x 48 (gate 48, p4_mult 8; the
  *    4-partition patterns: 9 of 16): RGB 45.095 dB, RGBA 44.285; H100 462-465 -> 492-499
  *    Mpix/s in the same calls (split at gate 32: 474, RGB 45.100; gate 40: 470; gate
- *    56: 496, RGB 45.093; docs/PERFORMANCE.md, session 31).
+ *    56: 496, RGB 45.093; docs/PERFORMANCE.md, session 31). Then, as that stage's
+ *    searches were 1.36 rounds of the GPU's threads (each 2-partition item 4.7 ms on an
+ *    H100, most of the second round's threads idle), 2 partitions only where the
+ *    residual off the line is above 16 per texel and the error above 12 (p2_rgate 16,
+ *    p2_gate 12), 3-4 partitions above 64 (gate 64): RGB 45.095 -> 45.073 dB, RGBA
+ *    44.285 -> 44.272; the stage's blocks 95,085 -> 71,170 on the GPU bench; H100
+ *    495-497 -> 533-534 Mpix/s in one call (p2_rgate 14 and p2_gate 12 with gate 64:
+ *    -0.065 dB, 527-528; p2_rgate 18 with gate 64: -0.076 dB, 537; p2_rgate 16 alone:
+ *    -0.064 dB, 523-524; session 33).
  * high aims at astcenc -thorough quality; it was +0.15 / +0.02 / -0.09 dB against it at
  * 4x4 / 6x6 / 8x8 (full Kodak, RGB) and 0.08-0.10x its speed per core. It takes medium's
  * ranking weights (est_qw 6, est_cw 10), which at 8x8 put the candidate that ends best
@@ -329,9 +337,10 @@ KILN_HD void astc_enc_effort_of(int quality, int texels, astc_enc_effort *e)
 		e->passes = 2;
 		e->grid_steps = 2;
 		e->pred_cut = 16;
-		e->p2_rgate = 12;
+		e->p2_rgate = 16;
+		e->p2_gate = 12;
 		e->dual_rfrac = 3;
-		e->gate = 48;
+		e->gate = 64;
 		e->p4_mult = 8;
 		e->split = 1;
 	}
