@@ -292,7 +292,9 @@ typedef struct astc_enc_effort {
  *    44.285 -> 44.272; the stage's blocks 95,085 -> 71,170 on the GPU bench; H100
  *    495-497 -> 533-534 Mpix/s in one call (p2_rgate 14 and p2_gate 12 with gate 64:
  *    -0.065 dB, 527-528; p2_rgate 18 with gate 64: -0.076 dB, 537; p2_rgate 16 alone:
- *    -0.064 dB, 523-524; session 33).
+ *    -0.064 dB, 523-524; session 33). Of that, 20 seeds scored for the shortlist
+ *    instead of 16 (p2_tries) buy back 0.012 dB for 1.2% (RGB 45.085, RGBA 44.278; 528-529
+ *    against 535-536 in one call; 24 seeds: 45.096 / 44.283, 516-517).
  * high aims at astcenc -thorough quality; it was +0.15 / +0.02 / -0.09 dB against it at
  * 4x4 / 6x6 / 8x8 (full Kodak, RGB) and 0.08-0.10x its speed per core. It takes medium's
  * ranking weights (est_qw 6, est_cw 10), which at 8x8 put the candidate that ends best
@@ -339,6 +341,7 @@ KILN_HD void astc_enc_effort_of(int quality, int texels, astc_enc_effort *e)
 		e->pred_cut = 16;
 		e->p2_rgate = 16;
 		e->p2_gate = 12;
+		e->p2_tries = 20;
 		e->dual_rfrac = 3;
 		e->gate = 64;
 		e->p4_mult = 8;
