@@ -44,8 +44,8 @@ int kiln_astc_footprint_valid(uint32_t block_w, uint32_t block_h);
 size_t kiln_astc_bound(uint32_t width, uint32_t height, uint32_t block_w, uint32_t block_h);
 
 /* Device scratch bytes kiln_astc_encode_gpu needs for a batch of `count` surfaces: about
- * 80 MiB whatever the batch (its lists of blocks for the later stages of the search, 24
- * MiB, and the split stage's keys and encodings, 56) and a little per surface. */
+ * 32 MiB whatever the batch (its lists of blocks for the later stages of the search, 24
+ * MiB, and the split stage's keys, 8) and a little per surface. */
 size_t kiln_astc_temp_size(size_t count);
 
 /* Encodes count surfaces (host memory) into dst[i] (kiln_astc_bound bytes each), blocks in

@@ -230,10 +230,9 @@ struct astc_gpu_queue {
 	uint32_t pad[(1024 - sizeof(astc_gpu_counters) % 1024) / 4];
 	astc_gpu_entry list[ASTC_ENC_STAGES - 1][ASTC_GPU_WINDOW];
 	astc_gpu_entry sorted[ASTC_GPU_WINDOW];
-	// a split PARTS stage (encode_split): per sorted entry its closest item's key and
-	// every item's encoding
+	// a split PARTS stage (encode_split): per sorted entry the key of the item whose
+	// encoding the block holds
 	unsigned long long key[ASTC_GPU_WINDOW];
-	uint8_t cand[ASTC_ENC_SPLIT_MAX][ASTC_GPU_WINDOW][16];
 };
 static_assert(ASTC_GPU_RUN < 2048 && ASTC_GPU_WINDOW <= (1u << 21), "a run's first block and length fit run_ticket's high word");
 static_assert(sizeof(astc_gpu_queue) <= ASTC_GPU_QUEUE_BYTES, "kiln_astc_temp_size leaves room for the queue");
@@ -292,14 +291,17 @@ __device__ __noinline__ static void encode_first(const astc_enc_ctx *__restrict_
 // thread (the last stage's list is about one round of the grid's threads: its blocks'
 // time was the stage's). Items are taken kind by kind (every listed block's last item,
 // then the one before: the 3- and 4-partition searches first, so that the warps' lanes
-// run the same search), each improving one keeps its encoding in q->cand and its key
-// (error, item) in q->key by atomicMin, and after the grid's wait each block takes the
-// least key's encoding: the closest, the first of equal errors, as astc_encode_later
-// does on the CPU. The keys were set to ~0 by sort_by_error.
+// run the same search). An item that improves its block writes its encoding to the
+// block's output if its key (error, item) is below the block's key, and sets the key:
+// the block ends with the closest, the first of equal errors, as astc_encode_later does
+// on the CPU. The key's top bit holds the block while an item compares and writes. The
+// keys were set to SPLIT_NONE by sort_by_error.
+#define SPLIT_NONE (~0ull >> 1)
+#define SPLIT_BUSY (1ull << 63)
 static_assert(ASTC_ENC_STAGE_PARTS == ASTC_ENC_STAGES - 1, "a split stage lists no block for a later one");
-__device__ static void encode_split(cg::grid_group &grid, const astc_enc_ctx *__restrict__ ctx,
-				    const astc_gpu_surface *__restrict__ surf, uint32_t count, uint64_t first, int srgb,
-				    const astc_enc_effort *ef, astc_gpu_queue *q, const astc_gpu_entry *l, uint32_t listed)
+__device__ static void encode_split(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
+				    uint32_t count, uint64_t first, int srgb, const astc_enc_effort *ef,
+				    astc_gpu_queue *q, const astc_gpu_entry *l, uint32_t listed)
 {
 	int items = astc_enc_parts_items(ef);
 	uint32_t ctas = gridDim.x, round = ctas * blockDim.x, work = (uint32_t)items * listed;
@@ -310,20 +312,25 @@ __device__ static void encode_split(cg::grid_group &grid, const astc_enc_ctx *__
 		if (!astc_enc_parts_open(ef, item, ctx->bw * ctx->bh, err, NULL))
 			continue;
 		astc_enc_block blk;
-		locate_block(ctx, surf, count, first + l[k].at, srgb, &blk);
+		uint8_t *dst = locate_block(ctx, surf, count, first + l[k].at, srgb, &blk);
 		uint8_t cand[16];
 		uint32_t resid[4];
 		astc_encode_stage(ctx, &blk, ef, ASTC_ENC_STAGE_PARTS, item, NULL, cand, &e, resid);
-		if (e < err) {
-			memcpy(q->cand[item][k], cand, 16);
-			atomicMin(&q->key[k], (unsigned long long)e << 8 | (unsigned)item);
+		unsigned long long key = (unsigned long long)e << 8 | (unsigned)item;
+		while (e < err) {
+			unsigned long long held = *(volatile unsigned long long *)&q->key[k];
+			if (key >= (held & ~SPLIT_BUSY))
+				break;
+			if (!(held & SPLIT_BUSY) && atomicCAS(&q->key[k], held, held | SPLIT_BUSY) == held) {
+				// (the fences order this write after the last holder's, and before the
+				// next one's)
+				__threadfence();
+				store_block(dst, cand);
+				__threadfence();
+				atomicExch(&q->key[k], key);
+				break;
+			}
 		}
-	}
-	grid.sync();
-	for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < listed; k += round) {
-		unsigned long long key = q->key[k];
-		if (key != ~0ull)
-			store_block(locate_block(ctx, surf, count, first + l[k].at, srgb, NULL), q->cand[key & 0xffu][k]);
 	}
 }
 
@@ -342,7 +349,7 @@ __device__ static uint32_t error_bucket(uint32_t e)
 // depend on the error, so blocks of like error take like paths through it, and a warp
 // takes 32 of them at once (with the lists per CTA, sorting them gave medium 4-10%;
 // here, against the lists unsorted, fast 0-6% and medium 4-10%). For a split stage
-// (encode_split) also sets its first n keys to ~0. Ends with the grid's wait.
+// (encode_split) also sets its first n keys to SPLIT_NONE. Ends with the grid's wait.
 __device__ static void sort_by_error(cg::grid_group &grid, astc_gpu_queue *q, int li, uint32_t n, int split)
 {
 	__shared__ uint32_t counts[ASTC_GPU_BUCKETS], start[ASTC_GPU_BUCKETS];
@@ -370,7 +377,7 @@ __device__ static void sort_by_error(cg::grid_group &grid, astc_gpu_queue *q, in
 		uint32_t b = error_bucket(e.err);
 		q->sorted[start[b] + atomicAdd(&q->c.cursor[li][b], 1u)] = e;
 		if (split)
-			q->key[k] = ~0ull;
+			q->key[k] = SPLIT_NONE;
 	}
 	grid.sync();
 }
@@ -521,7 +528,7 @@ astc_encode_kernel(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface 
 			// SM).
 			uint32_t ctas = gridDim.x, round = ctas * blockDim.x;
 			if (split) {
-				encode_split(grid, ctx, surf, count, first, srgb, &ef, q, l, listed);
+				encode_split(ctx, surf, count, first, srgb, &ef, q, l, listed);
 				mark_idle(stage);
 				continue;
 			}
