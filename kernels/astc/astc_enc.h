@@ -3113,9 +3113,9 @@ enum { ASTC_ENC_STAGE_ONE, ASTC_ENC_STAGE_DUAL, ASTC_ENC_STAGE_PARTS, ASTC_ENC_S
  * one, 24 MiB, and its counters. A batch of 32 Kodak images at 4x4 is 786,432 blocks. */
 #define ASTC_GPU_WINDOW (1u << 20)
 /* the most items of an effort that splits the PARTS stage (astc_enc_parts_items;
- * tests/unit/test_astc.c checks every preset; a GPU keeps an item's index in 8 bits of
- * its key, and each listed block's key: 8 MiB more for the window) */
-#define ASTC_ENC_SPLIT_MAX 3
+ * tests/unit/test_astc.c checks every preset): a GPU keeps each listed block's key (8
+ * bytes, 8 MiB more for the window), an item's index in its low 8 bits */
+#define ASTC_ENC_SPLIT_MAX 255
 #define ASTC_GPU_QUEUE_BYTES (2048 + (size_t)(ASTC_ENC_STAGES + 1) * ASTC_GPU_WINDOW * 8)
 
 /* The second-plane channels the DUAL stage tries for a block of n texels whose line

@@ -886,7 +886,7 @@ Test(astc_encode, line_fit_at_4x4_is_the_general_fit, .timeout = 60)
  * stage and keeps the closest encoding, the first of equal errors: astc_encode_later must
  * give that item's bytes and error on every block of a Kodak crop that wants the stage
  * (the GPU merges its items by the same rule: tests/gpu compares the bytes), and no
- * preset that splits has more items than the GPU keeps encodings for. */
+ * preset that splits has more items than a GPU's key can name. */
 Test(astc_encode, split_parts_stage_keeps_the_closest_item, .timeout = 120)
 {
 	for (int q = KILN_QUALITY_FAST; q <= KILN_QUALITY_HIGH; q++)
