@@ -185,17 +185,15 @@ __device__ static void store_block(uint8_t *dst, const uint8_t out[16])
 #define ASTC_GPU_BOUNDS __launch_bounds__(ASTC_GPU_THREADS)
 #endif
 
-// Where block b of the batch goes; its texels into blk unless blk is NULL.
+// Where block b of the batch comes from (its texels into blk) and goes to.
 __device__ static uint8_t *locate_block(const astc_enc_ctx *ctx, const astc_gpu_surface *surf, uint32_t count,
 					uint64_t b, int srgb, astc_enc_block *blk)
 {
 	const astc_gpu_surface *d = &surf[kiln_find_first_block(surf, count, b)];
 	uint64_t local = b - d->first_block;
-	if (blk) {
-		uint32_t bx = (uint32_t)(local % d->blocks_x), by = (uint32_t)(local / d->blocks_x);
-		kiln_surface s = d->surf;
-		astc_enc_load(&s, bx, by, ctx->bw, ctx->bh, srgb, blk);
-	}
+	uint32_t bx = (uint32_t)(local % d->blocks_x), by = (uint32_t)(local / d->blocks_x);
+	kiln_surface s = d->surf;
+	astc_enc_load(&s, bx, by, ctx->bw, ctx->bh, srgb, blk);
 	return d->dst + local * KILN_ASTC_BLOCK_BYTES;
 }
 
@@ -299,6 +297,7 @@ __device__ __noinline__ static void encode_first(const astc_enc_ctx *__restrict_
 #define SPLIT_NONE (~0ull >> 1)
 #define SPLIT_BUSY (1ull << 63)
 static_assert(ASTC_ENC_STAGE_PARTS == ASTC_ENC_STAGES - 1, "a split stage lists no block for a later one");
+static_assert(ASTC_ENC_SPLIT_MAX <= 255, "a key names its item in 8 bits");
 __device__ static void encode_split(const astc_enc_ctx *__restrict__ ctx, const astc_gpu_surface *__restrict__ surf,
 				    uint32_t count, uint64_t first, int srgb, const astc_enc_effort *ef,
 				    astc_gpu_queue *q, const astc_gpu_entry *l, uint32_t listed)
